@@ -1,0 +1,111 @@
+// Package cri talks to a container runtime over the CRI RuntimeService:
+// finding a pod's sandbox and containers by the kubelet's labels, and asking
+// for streaming URLs. It knows nothing of WebSocket or SPDY framing.
+package cri
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Client is a CRI RuntimeService client with a timeout on every call.
+type Client struct {
+	conn    *grpc.ClientConn
+	rs      runtimeapi.RuntimeServiceClient
+	timeout time.Duration
+}
+
+// Dial connects to a runtime endpoint such as unix:///run/containerd/containerd.sock.
+// gRPC connects lazily; Version is called once so a wrong endpoint fails here.
+func Dial(ctx context.Context, endpoint string, timeout time.Duration) (*Client, error) {
+	target, err := grpcTarget(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("creating CRI client for %s: %w", endpoint, err)
+	}
+	c := &Client{conn: conn, rs: runtimeapi.NewRuntimeServiceClient(conn), timeout: timeout}
+	vctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.rs.Version(vctx, &runtimeapi.VersionRequest{}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("CRI Version on %s: %w", endpoint, wrap(err))
+	}
+	return c, nil
+}
+
+// grpcTarget accepts the kubelet's endpoint forms: unix:///path, or a bare
+// absolute path.
+func grpcTarget(endpoint string) (string, error) {
+	if strings.HasPrefix(endpoint, "/") {
+		return "unix://" + endpoint, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "unix" || u.Path == "" {
+		return "", fmt.Errorf("container runtime endpoint %q: want unix:///absolute/path", endpoint)
+	}
+	return "unix://" + u.Path, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Runtime returns the raw RuntimeService client, for callers that need more
+// than streaming (tests, the e2e set-up).
+func (c *Client) Runtime() runtimeapi.RuntimeServiceClient { return c.rs }
+
+func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// Exec asks the runtime for a single-use exec URL.
+func (c *Client) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.URL, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.rs.Exec(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("CRI Exec in container %s: %w", req.ContainerId, wrap(err))
+	}
+	return parseStreamURL(resp.Url)
+}
+
+// Attach asks the runtime for a single-use attach URL.
+func (c *Client) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*url.URL, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.rs.Attach(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("CRI Attach to container %s: %w", req.ContainerId, wrap(err))
+	}
+	return parseStreamURL(resp.Url)
+}
+
+// PortForward asks the runtime for a single-use port-forward URL.
+func (c *Client) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*url.URL, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.rs.PortForward(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("CRI PortForward to sandbox %s: %w", req.PodSandboxId, wrap(err))
+	}
+	return parseStreamURL(resp.Url)
+}
+
+func parseStreamURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &Error{Kind: Internal, Msg: fmt.Sprintf("container runtime returned an unusable streaming URL %q", raw)}
+	}
+	return u, nil
+}

@@ -1,0 +1,214 @@
+// Package refruntime is kubestream's embedded reference container runtime: a
+// real CRI RuntimeService served over gRPC on a unix socket, whose streaming
+// server is k8s.io/cri-streaming and whose containers are host processes.
+// It lets the whole kubelet→runtime path run with nothing installed; it is
+// not an isolation boundary.
+package refruntime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming"
+	"k8s.io/klog/v2"
+	kubetypes "k8s.io/kubelet/pkg/types"
+)
+
+// Options configure a reference runtime.
+type Options struct {
+	Pods []PodSpec
+	// SocketDir holds the CRI socket; a temporary directory when empty.
+	SocketDir string
+	// StreamingAddr is the cri-streaming listen address (127.0.0.1:0).
+	StreamingAddr string
+	// StreamIdleTimeout and StreamCreationTimeout override cri-streaming's
+	// defaults when set.
+	StreamIdleTimeout, StreamCreationTimeout time.Duration
+}
+
+// Runtime is a running reference runtime.
+type Runtime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+
+	logger    klog.Logger
+	endpoint  string
+	sockDir   string
+	ownDir    bool
+	grpc      *grpc.Server
+	streaming streaming.Server
+	httpSrv   *http.Server
+	wg        sync.WaitGroup
+
+	mu         sync.Mutex
+	sandboxes  map[string]*sandbox
+	containers map[string]*container
+}
+
+type sandbox struct {
+	id      string
+	spec    PodSpec
+	created int64
+}
+
+// Start brings the runtime up: containers' main processes, the streaming
+// server and the gRPC socket.
+func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
+	if opts.Pods == nil {
+		opts.Pods = DefaultPods()
+	}
+	if err := validate(opts.Pods); err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		logger:     klog.FromContext(ctx).WithName("refruntime"),
+		sandboxes:  map[string]*sandbox{},
+		containers: map[string]*container{},
+		sockDir:    opts.SocketDir,
+	}
+	defer func() {
+		if err != nil {
+			r.Stop()
+		}
+	}()
+	if r.sockDir == "" {
+		if r.sockDir, err = os.MkdirTemp("", "kubestream-refruntime-"); err != nil {
+			return nil, fmt.Errorf("creating runtime socket directory: %w", err)
+		}
+		r.ownDir = true
+	}
+	for _, p := range opts.Pods {
+		if p.UID == "" {
+			p.UID = newID()[:32]
+		}
+		sb := &sandbox{id: newID(), spec: p, created: time.Now().UnixNano()}
+		r.sandboxes[sb.id] = sb
+		for _, cs := range p.Containers {
+			c, err := startContainer(r.logger, sb, cs)
+			if err != nil {
+				return nil, err
+			}
+			r.containers[c.id] = c
+		}
+	}
+
+	addr := opts.StreamingAddr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for runtime streaming on %s: %w", addr, err)
+	}
+	cfg := streaming.DefaultConfig
+	cfg.Addr = l.Addr().String()
+	cfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
+	if opts.StreamIdleTimeout > 0 {
+		cfg.StreamIdleTimeout = opts.StreamIdleTimeout
+	}
+	if opts.StreamCreationTimeout > 0 {
+		cfg.StreamCreationTimeout = opts.StreamCreationTimeout
+	}
+	if r.streaming, err = streaming.NewServer(cfg, streamRuntime{r}); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("creating runtime streaming server: %w", err)
+	}
+	r.httpSrv = &http.Server{Handler: r.streaming, ReadHeaderTimeout: 10 * time.Second}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = r.httpSrv.Serve(l)
+	}()
+
+	sock := filepath.Join(r.sockDir, "cri.sock")
+	_ = os.Remove(sock)
+	gl, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("listening on CRI socket %s: %w", sock, err)
+	}
+	r.endpoint = "unix://" + sock
+	r.grpc = grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(r.grpc, r)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = r.grpc.Serve(gl)
+	}()
+	r.logger.V(1).Info("Reference runtime started", "endpoint", r.endpoint, "streaming", cfg.BaseURL.String(), "pods", len(opts.Pods))
+	return r, nil
+}
+
+// Endpoint is the CRI endpoint, unix:///….
+func (r *Runtime) Endpoint() string { return r.endpoint }
+
+// Stop kills every container, closes every stream and removes the socket.
+func (r *Runtime) Stop() {
+	if r.grpc != nil {
+		r.grpc.Stop()
+	}
+	if r.httpSrv != nil {
+		_ = r.httpSrv.Close()
+	}
+	r.mu.Lock()
+	cs := make([]*container, 0, len(r.containers))
+	for _, c := range r.containers {
+		cs = append(cs, c)
+	}
+	r.mu.Unlock()
+	for _, c := range cs {
+		c.kill()
+	}
+	r.wg.Wait()
+	for _, c := range cs {
+		<-c.exited
+	}
+	if r.ownDir {
+		_ = os.RemoveAll(r.sockDir)
+	}
+}
+
+func newID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (r *Runtime) container(id string) (*container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok {
+		return nil, fmt.Errorf("container %q not found", id)
+	}
+	return c, nil
+}
+
+func labelsMatch(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (sb *sandbox) labels() map[string]string {
+	return map[string]string{
+		kubetypes.KubernetesPodNamespaceLabel: sb.spec.Namespace,
+		kubetypes.KubernetesPodNameLabel:      sb.spec.Name,
+		kubetypes.KubernetesPodUIDLabel:       sb.spec.UID,
+	}
+}
+
+var errNotRunning = errors.New("container is not running")

@@ -1,0 +1,78 @@
+package translator
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+)
+
+// statusFrame marshals a Status behind the v5 error channel byte.
+func statusFrame(st *metav1.Status) []byte {
+	b, err := json.Marshal(st)
+	if err != nil { // a Status always marshals; keep the client informed anyway
+		b = []byte(`{"metadata":{},"status":"Failure","message":"status encoding failed","reason":"InternalError","code":500}`)
+	}
+	return append([]byte{remotecommand.StreamErr}, b...)
+}
+
+func internalError(msg string) *metav1.Status {
+	return &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Message: msg,
+		Reason:  metav1.StatusReasonInternalError,
+		Code:    http.StatusInternalServerError,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: msg}}},
+	}
+}
+
+func badRequest(msg string) *metav1.Status {
+	return &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Message: msg,
+		Reason:  metav1.StatusReasonBadRequest,
+		Code:    http.StatusBadRequest,
+	}
+}
+
+// ExitCode returns the exit code a Status carries, 0 for success and -1
+// when it carries none.
+func ExitCode(st *metav1.Status) int {
+	if st == nil {
+		return -1
+	}
+	if st.Status == metav1.StatusSuccess {
+		return 0
+	}
+	if st.Reason != remotecommand.NonZeroExitCodeReason || st.Details == nil {
+		return -1
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == remotecommand.ExitCodeCauseType {
+			if n, err := strconv.Atoi(c.Message); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// parseRuntimeStatus decodes what a v4 runtime wrote on its error stream.
+// The runtime's JSON is forwarded verbatim when it is a valid Status, so the
+// client sees exactly the message the runtime wrote.
+func parseRuntimeStatus(raw []byte) (*metav1.Status, []byte) {
+	if len(raw) == 0 {
+		st := internalError("container runtime closed the session without reporting an exit status")
+		return st, statusFrame(st)
+	}
+	var st metav1.Status
+	if err := json.Unmarshal(raw, &st); err != nil || st.Status == "" {
+		// v1/v2-style plain-text errors never reach here (we only speak
+		// v4 to runtimes), but keep a misbehaving runtime's words.
+		s := internalError("container runtime: " + string(raw))
+		return s, statusFrame(s)
+	}
+	return &st, append([]byte{remotecommand.StreamErr}, raw...)
+}

@@ -1,0 +1,166 @@
+package translator
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// errSessionClosed is returned by writes after the session sent its close frame.
+var errSessionClosed = errors.New("websocket session already closed")
+
+// wsConn serialises writes to one gorilla connection (gorilla allows a single
+// concurrent writer) and owns the end of the session: a status, a close frame,
+// a bounded wait for the peer's close, then the TCP close. Ending with a bare
+// TCP close while the peer still has unread data makes its kernel answer the
+// peer's next ping with a reset and lose that data (the upstream defect noted
+// in PROTOCOLS.md), so every end goes through closeWith.
+type wsConn struct {
+	ws  *websocket.Conn
+	cfg *Config
+
+	mu      sync.Mutex // guards writes and closing
+	closing bool       // a close frame was sent; no more data frames
+
+	// activity counts client and runtime data frames; the keepalive timer
+	// compares it between ticks to find idle sessions without a clock read
+	// per frame.
+	activity atomic.Uint64
+	finished atomic.Bool // closing set; read by handlers without the lock
+
+	readDone chan struct{} // closed by the owner when its read loop ended
+	timer    *time.Timer
+}
+
+func newWSConn(ws *websocket.Conn, cfg *Config) *wsConn {
+	c := &wsConn{ws: ws, cfg: cfg, readDone: make(chan struct{})}
+	ws.SetReadLimit(int64(cfg.MaxMessageSize))
+	c.extendReadDeadline()
+	// Any frame from the peer proves it is alive. gorilla calls these
+	// handlers from the read loop, so they never race with NextReader.
+	ws.SetPingHandler(func(data string) error {
+		c.extendReadDeadline()
+		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.cfg.WriteTimeout))
+		if err != nil && !errors.Is(err, websocket.ErrCloseSent) && !isTimeout(err) {
+			return err
+		}
+		return nil
+	})
+	ws.SetPongHandler(func(string) error {
+		c.extendReadDeadline()
+		return nil
+	})
+	return c
+}
+
+// extendReadDeadline keeps a live peer's connection open. Once the session is
+// closing the grace deadline set by closeWith must win.
+func (c *wsConn) extendReadDeadline() {
+	if c.finished.Load() {
+		return
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.PingPeriod + c.cfg.PongTimeout))
+}
+
+// startKeepalive pings the client every PingPeriod and ends the session with
+// onIdle when no data frame crossed it for IdleTimeout. time.AfterFunc keeps
+// an idle session free of a parked goroutine.
+func (c *wsConn) startKeepalive(onIdle func()) {
+	var last uint64
+	idleSince := time.Now()
+	var tick func()
+	tick = func() {
+		if c.finished.Load() {
+			return
+		}
+		now := time.Now()
+		if n := c.activity.Load(); n != last {
+			last, idleSince = n, now
+		} else if c.cfg.IdleTimeout > 0 && now.Sub(idleSince) >= c.cfg.IdleTimeout {
+			onIdle()
+			return
+		}
+		_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(c.cfg.WriteTimeout))
+		c.mu.Lock()
+		if !c.closing {
+			c.timer.Reset(c.cfg.PingPeriod)
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.timer = time.AfterFunc(c.cfg.PingPeriod, tick)
+	c.mu.Unlock()
+}
+
+// writeFrame sends one binary message. buf must hold the channel byte at
+// index 0; it is sent as is, so callers reuse one buffer and nothing is
+// copied or allocated here.
+func (c *wsConn) writeFrame(buf []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return errSessionClosed
+	}
+	if err := c.ws.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
+		return err
+	}
+	c.activity.Add(1)
+	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
+}
+
+// closeWith writes last (if any) as the final data frame, then a close frame,
+// and arms the grace deadline for the peer's close reply. It reports whether
+// this call was the one that closed the session.
+func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.closing = true
+	c.finished.Store(true)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	deadline := time.Now().Add(c.cfg.WriteTimeout)
+	if last != nil {
+		_ = c.ws.SetWriteDeadline(deadline)
+		_ = c.ws.WriteMessage(websocket.BinaryMessage, last)
+	}
+	if len(reason) > 120 { // control frames carry at most 125 bytes
+		reason = reason[:120]
+	}
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline)
+	// The read loop sees the peer's close reply, or this deadline.
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace))
+	return true
+}
+
+// shutdown closes the TCP connection after the read loop ended or the grace
+// period passed, whichever is first.
+func (c *wsConn) shutdown() {
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.closing = true
+	c.finished.Store(true)
+	c.mu.Unlock()
+	_ = c.ws.Close()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// peerClosed reports whether a read error is the peer's close frame (a
+// normal end), as opposed to a broken connection.
+func peerClosed(err error) bool {
+	var ce *websocket.CloseError
+	return errors.As(err, &ce)
+}
