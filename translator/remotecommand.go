@@ -114,6 +114,10 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		defer close(outputsDone)
 		res.Status = s.pumpOutputs()
 	}()
+	stop := context.AfterFunc(ctx, func() {
+		s.abort(internalError("session cancelled: the node's streaming server is shutting down"))
+	})
+	defer stop()
 	s.wc.startKeepalive(func() {
 		s.logger.V(2).Info("Closing idle session", "idleTimeout", cfg.IdleTimeout)
 		s.abort(internalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))

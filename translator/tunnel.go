@@ -53,6 +53,11 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 			}
 		}
 	}()
+	stop := context.AfterFunc(ctx, func() {
+		wc.closeWith(nil, websocket.CloseGoingAway, "node streaming server shutting down")
+		rt.Close()
+	})
+	defer stop()
 	wc.startKeepalive(func() {
 		logger.V(2).Info("Closing idle port-forward tunnel", "idleTimeout", cfg.IdleTimeout)
 		wc.closeWith(nil, websocket.CloseNormalClosure, "idle timeout")

@@ -1,0 +1,232 @@
+// Package app wires kubestream serve together from kubelet-style flags: the
+// runtime (a CRI endpoint or the embedded reference runtime), the CRI
+// client, the streaming server and its TLS listener. Tests start it the way
+// the binary does.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/cri/refruntime"
+	"github.com/kubestream/kubestream/server"
+	"github.com/kubestream/kubestream/translator"
+)
+
+// ServeOptions are kubestream serve's flags.
+type ServeOptions struct {
+	Address                        string
+	Port                           int
+	TLSCertFile, TLSPrivateKeyFile string
+	ClientCAFile                   string
+	ContainerRuntimeEndpoint       string
+	RuntimeRequestTimeout          time.Duration
+	StreamingConnectionIdleTimeout time.Duration
+	StreamCreationTimeout          time.Duration
+	WebSocketPingPeriod            time.Duration
+	InsecureDevelopmentHTTP        bool
+	NodeName                       string
+	ReferencePodsFile              string
+	ReferencePods                  []string
+	Features                       featuregate.MutableFeatureGate
+}
+
+// NewServeOptions returns the kubelet's defaults.
+func NewServeOptions() *ServeOptions {
+	tc := translator.DefaultConfig()
+	return &ServeOptions{
+		Address:                        "0.0.0.0",
+		Port:                           10250,
+		RuntimeRequestTimeout:          2 * time.Minute,
+		StreamingConnectionIdleTimeout: tc.IdleTimeout,
+		StreamCreationTimeout:          tc.StreamCreationTimeout,
+		WebSocketPingPeriod:            tc.PingPeriod,
+		Features:                       server.NewFeatureGate(),
+	}
+}
+
+// AddFlags registers the flags, named as the kubelet names them where the
+// kubelet has one.
+func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Address, "address", o.Address, "The IP address to serve on (0.0.0.0 for all interfaces).")
+	fs.IntVar(&o.Port, "port", o.Port, "The port to serve the kubelet streaming API on.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "File containing the x509 serving certificate (with intermediates after it).")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "File containing the x509 private key matching --tls-cert-file.")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "Clients must present a certificate signed by one of these CAs (the apiserver's kubelet client certificate); others get 401.")
+	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "The CRI endpoint, e.g. unix:///run/containerd/containerd.sock. Empty starts the embedded reference runtime.")
+	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every CRI call.")
+	fs.DurationVar(&o.StreamingConnectionIdleTimeout, "streaming-connection-idle-timeout", o.StreamingConnectionIdleTimeout, "Maximum time a streaming session may go without data before it is closed.")
+	fs.DurationVar(&o.StreamCreationTimeout, "stream-creation-timeout", o.StreamCreationTimeout, "Maximum time to set up the runtime side of a session.")
+	fs.DurationVar(&o.WebSocketPingPeriod, "websocket-ping-period", o.WebSocketPingPeriod, "How often clients are pinged; a client silent for this plus a minute is dropped.")
+	fs.BoolVar(&o.InsecureDevelopmentHTTP, "insecure-development-http", o.InsecureDevelopmentHTTP, "DEVELOPMENT ONLY: serve plain HTTP with no authentication.")
+	fs.StringVar(&o.NodeName, "hostname-override", o.NodeName, "The node name used in authorization attributes.")
+	fs.StringVar(&o.ReferencePodsFile, "reference-pods-file", o.ReferencePodsFile, "JSON list of pods for the embedded reference runtime.")
+	fs.StringArrayVar(&o.ReferencePods, "reference-pod", o.ReferencePods, "A pod of the embedded reference runtime: namespace/pod/container=command args (repeatable).")
+	o.Features.AddFlag(fs)
+}
+
+// Running is a started kubestream.
+type Running struct {
+	Server   *server.Server
+	Addr     string // host:port
+	URL      string // https://host:port (http:// in development mode)
+	Endpoint string // the CRI endpoint in use
+	Runtime  *refruntime.Runtime
+
+	stop func()
+}
+
+// Stop ends sessions, the listener, the CRI client and the reference runtime.
+func (r *Running) Stop() { r.stop() }
+
+// Start brings kubestream up and returns once it is listening.
+func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
+	logger := klog.FromContext(ctx)
+	run := &Running{}
+	var cleanups []func()
+	run.stop = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		cleanups = nil
+	}
+	defer func() {
+		if err != nil {
+			run.stop()
+		}
+	}()
+
+	tc := translator.DefaultConfig()
+	tc.IdleTimeout = o.StreamingConnectionIdleTimeout
+	tc.StreamCreationTimeout = o.StreamCreationTimeout
+	tc.PingPeriod = o.WebSocketPingPeriod
+
+	run.Endpoint = o.ContainerRuntimeEndpoint
+	if run.Endpoint == "" {
+		pods, err := referencePods(o)
+		if err != nil {
+			return nil, err
+		}
+		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods,
+			StreamIdleTimeout: o.StreamingConnectionIdleTimeout, StreamCreationTimeout: o.StreamCreationTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded reference runtime: %w", err)
+		}
+		cleanups = append(cleanups, rt.Stop)
+		run.Runtime = rt
+		run.Endpoint = rt.Endpoint()
+		logger.Info("Using the embedded reference runtime", "endpoint", run.Endpoint)
+	}
+	client, err := cri.Dial(ctx, run.Endpoint, o.RuntimeRequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { client.Close() })
+
+	cfg := server.Config{
+		Lookup:     cri.RuntimeLookup{C: client},
+		Runtime:    client,
+		Translator: tc,
+		Features:   o.Features,
+		NodeName:   o.NodeName,
+	}
+	var tlsConfig *tls.Config
+	scheme := "https"
+	switch {
+	case o.InsecureDevelopmentHTTP:
+		logger.Info("WARNING: serving plain HTTP without authentication (--insecure-development-http); never do this on a real node")
+		scheme = "http"
+	case o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" || o.ClientCAFile == "":
+		return nil, errors.New("--tls-cert-file, --tls-private-key-file and --client-ca-file are required (or --insecure-development-http for development)")
+	default:
+		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading serving certificate: %w", err)
+		}
+		authn, _, err := server.ClientCertAuthenticator(o.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Authenticator = authn
+		// Request, not require, a certificate: the authenticator checks it
+		// and answers 401 with a reason, as the kubelet does, instead of a
+		// TLS alert the client cannot explain. HTTP/1.1 only: upgrades do
+		// not exist in HTTP/2.
+		tlsConfig = &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientAuth:   tls.RequestClientCert,
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"http/1.1"},
+		}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	run.Server = srv
+
+	l, err := net.Listen("tcp", net.JoinHostPort(o.Address, strconv.Itoa(o.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("listening: %w", err)
+	}
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
+	run.Addr = l.Addr().String()
+	run.URL = scheme + "://" + run.Addr
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Serving stopped")
+		}
+	}()
+	cleanups = append(cleanups, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = hs.Close()
+		<-served
+		if err := srv.Shutdown(sctx); err != nil {
+			logger.Error(err, "Sessions did not end in time")
+		}
+	})
+	logger.Info("kubestream serving", "url", run.URL, "runtime", run.Endpoint,
+		"webSockets", o.Features.Enabled(server.ExtendWebSocketsToKubelet))
+	return run, nil
+}
+
+func referencePods(o *ServeOptions) ([]refruntime.PodSpec, error) {
+	var pods []refruntime.PodSpec
+	var err error
+	if o.ReferencePodsFile != "" {
+		if pods, err = refruntime.LoadPods(o.ReferencePodsFile); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range o.ReferencePods {
+		if pods, err = refruntime.ParsePod(pods, p); err != nil {
+			return nil, err
+		}
+	}
+	if pods == nil {
+		pods = refruntime.DefaultPods()
+	}
+	return pods, nil
+}

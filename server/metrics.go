@@ -1,0 +1,59 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are kubestream's Prometheus metrics, on a registry of their own
+// so a kubelet can mount them next to its own.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests *prometheus.CounterVec
+	failures *prometheus.CounterVec
+	active   *prometheus.GaugeVec
+	duration *prometheus.HistogramVec
+	bytes    *prometheus.CounterVec
+}
+
+// NewMetrics registers the metrics (and the Go runtime's) on a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubestream_streaming_requests_total",
+			Help: "Streaming requests by subresource, client protocol and the route kubestream took.",
+		}, []string{"subresource", "protocol", "route"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubestream_streaming_failures_total",
+			Help: "Streaming requests that failed, by subresource, route and HTTP-style code.",
+		}, []string{"subresource", "route", "code"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubestream_streaming_sessions_active",
+			Help: "Streaming sessions in progress.",
+		}, []string{"subresource", "route"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kubestream_streaming_session_duration_seconds",
+			Help:    "Duration of streaming sessions.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}, []string{"subresource", "route"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubestream_streaming_bytes_total",
+			Help: "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down).",
+		}, []string{"subresource", "channel"}),
+	}
+	m.Registry.MustRegister(m.requests, m.failures, m.active, m.duration, m.bytes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+var channelNames = [5]string{"stdin", "stdout", "stderr", "error", "resize"}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/portforward"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+)
+
+// Route is what kubestream does with a streaming request.
+type Route string
+
+const (
+	RouteTranslated       Route = "translated"        // v5 WebSocket → SPDY v4
+	RouteTunneled         Route = "tunneled"          // SPDY-over-WebSocket port-forward
+	RouteDirect           Route = "direct"            // WebSocket proxied to a runtime that speaks it
+	RouteProxiedSPDY      Route = "proxied-spdy"      // SPDY passed through unchanged
+	RouteProxiedWebSocket Route = "proxied-websocket" // legacy WebSocket passed through unchanged
+	RouteRejected         Route = "rejected"
+)
+
+// Subresources of the kubelet API that stream.
+const (
+	Exec        = "exec"
+	Attach      = "attach"
+	PortForward = "portforward"
+)
+
+var (
+	// What a runtime's streaming server accepts (cri-streaming, containerd),
+	// hence what can be passed through unchanged.
+	legacyWebSocketRC = []string{"", remotecommand.StreamProtocolV4Name, "v4.base64.channel.k8s.io",
+		"channel.k8s.io", "base64.channel.k8s.io"}
+	legacyWebSocketPF = []string{"", remotecommand.StreamProtocolV4Name, "v4.base64.channel.k8s.io"}
+	spdyRC            = []string{remotecommand.StreamProtocolV4Name, remotecommand.StreamProtocolV3Name,
+		remotecommand.StreamProtocolV2Name, remotecommand.StreamProtocolV1Name}
+	spdyPF = []string{portforward.PortForwardV1Name}
+)
+
+// decision is the outcome of looking at a request's upgrade headers.
+type decision struct {
+	route    Route
+	protocol string // the protocol that decided it ("" for legacy unnamed)
+	// for rejections
+	status   int
+	message  string
+	accepted []string
+}
+
+// classify decides from headers alone, before any CRI call, so a request
+// kubestream cannot serve never costs the runtime anything.
+func classify(req *http.Request, subresource string, webSockets bool) decision {
+	if !httpstream.IsUpgradeRequest(req) {
+		return decision{route: RouteRejected, status: http.StatusBadRequest,
+			message: "Upgrade request required: " + subresource + " streams over a WebSocket or SPDY/3.1 upgrade"}
+	}
+	upgrade := strings.ToLower(req.Header.Get(httpstream.HeaderUpgrade))
+	switch {
+	case strings.Contains(upgrade, "websocket"):
+		return classifyWebSocket(req, subresource, webSockets)
+	case strings.Contains(upgrade, "spdy/3.1"):
+		return classifySPDY(req, subresource)
+	}
+	return decision{route: RouteRejected, status: http.StatusBadRequest,
+		message: "unsupported upgrade " + req.Header.Get(httpstream.HeaderUpgrade) + "; want websocket or SPDY/3.1"}
+}
+
+func classifyWebSocket(req *http.Request, subresource string, webSockets bool) decision {
+	offered := headerList(req.Header, "Sec-WebSocket-Protocol")
+	native, legacy := remotecommand.StreamProtocolV5Name, legacyWebSocketRC
+	nativeRoute := RouteTranslated
+	if subresource == PortForward {
+		native, legacy = portforward.WebsocketsSPDYTunnelingPortForwardV1, legacyWebSocketPF
+		nativeRoute = RouteTunneled
+	}
+	if webSockets && contains(offered, native) {
+		return decision{route: nativeRoute, protocol: native}
+	}
+	if len(offered) == 0 {
+		return decision{route: RouteProxiedWebSocket}
+	}
+	for _, p := range offered {
+		if contains(legacy, p) {
+			return decision{route: RouteProxiedWebSocket, protocol: p}
+		}
+	}
+	if !webSockets && contains(offered, native) {
+		// A kubelet without ExtendWebSocketsToKubelet passes the request to
+		// the runtime, whose refusal (403) sends clients to their SPDY
+		// fallback. Behave exactly like it.
+		return decision{route: RouteProxiedWebSocket, protocol: native}
+	}
+	accepted := legacy[1:]
+	if webSockets {
+		accepted = append([]string{native}, accepted...)
+	}
+	return decision{route: RouteRejected, status: http.StatusForbidden, accepted: accepted,
+		message: "unsupported WebSocket subprotocols " + strings.Join(offered, ", ")}
+}
+
+func classifySPDY(req *http.Request, subresource string) decision {
+	offered := headerList(req.Header, httpstream.HeaderProtocolVersion)
+	supported := spdyRC
+	if subresource == PortForward {
+		supported = spdyPF
+	}
+	if len(offered) == 0 {
+		return decision{route: RouteRejected, status: http.StatusBadRequest, accepted: supported,
+			message: "missing " + httpstream.HeaderProtocolVersion + " header"}
+	}
+	for _, p := range offered {
+		if contains(supported, p) {
+			return decision{route: RouteProxiedSPDY, protocol: p}
+		}
+	}
+	return decision{route: RouteRejected, status: http.StatusForbidden, accepted: supported,
+		message: "unsupported stream protocols " + strings.Join(offered, ", ")}
+}
+
+// headerList splits comma-separated and repeated header values.
+func headerList(h http.Header, key string) []string {
+	var out []string
+	for _, v := range h.Values(key) {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,232 @@
+// Package server is kubestream's kubelet-side streaming server: it serves
+// the kubelet API's /exec, /attach and /portForward, decides per request
+// whether to translate, tunnel or pass the upgrade through (protocol.go),
+// resolves pods through cri and hands sessions to translator.
+package server
+
+import (
+	"context"
+	"sync"
+
+	"crypto/tls"
+	"fmt"
+	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/portforward"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+	"net/http"
+	"net/url"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/component-base/featuregate"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/translator"
+)
+
+// ExtendWebSocketsToKubelet is the kubelet's feature gate: with it off the
+// node answers like a kubelet that only passes upgrades to the runtime.
+const ExtendWebSocketsToKubelet featuregate.Feature = "ExtendWebSocketsToKubelet"
+
+// NewFeatureGate returns a gate that knows kubestream's features.
+func NewFeatureGate() featuregate.MutableFeatureGate {
+	fg := featuregate.NewFeatureGate()
+	if err := fg.Add(map[featuregate.Feature]featuregate.FeatureSpec{
+		ExtendWebSocketsToKubelet: {Default: true, PreRelease: featuregate.Beta},
+	}); err != nil {
+		panic(err) // only on a duplicate registration: a programming error
+	}
+	return fg
+}
+
+// Runtime hands out single-use streaming URLs; *cri.Client is one.
+type Runtime interface {
+	Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.URL, error)
+	Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*url.URL, error)
+	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*url.URL, error)
+}
+
+// DirectWebSocket is the seam for runtimes whose streaming servers speak
+// v5 and the port-forward tunnel themselves: when it says yes, the client's
+// WebSocket is proxied straight to the runtime instead of translated. nil
+// means no runtime does (cri-streaming and containerd answer 403 today).
+type DirectWebSocket interface {
+	Supports(ctx context.Context, subresource, protocol string) bool
+}
+
+// Config is everything the server needs; a kubelet fills it from its own
+// pod manager, authenticator and authorizer.
+type Config struct {
+	Lookup  cri.PodLookup
+	Runtime Runtime
+	// RuntimeTLS is used for https streaming URLs (nil: system roots).
+	RuntimeTLS *tls.Config
+	Direct     DirectWebSocket
+
+	Translator translator.Config
+	Features   featuregate.FeatureGate
+
+	// Authenticator and Authorizer guard every endpoint but /healthz. A nil
+	// Authenticator lets everyone in as anonymous (development only).
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+	NodeName      string
+
+	Metrics *Metrics
+}
+
+// Server serves the streaming endpoints.
+type Server struct {
+	cfg        Config
+	handler    http.Handler
+	rcUpgrader *websocket.Upgrader
+	pfUpgrader *websocket.Upgrader
+
+	baseCtx    context.Context // cancelled by Shutdown; ends every session
+	cancelBase context.CancelFunc
+	sessions   sync.WaitGroup
+}
+
+// New checks cfg and builds the handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Lookup == nil || cfg.Runtime == nil {
+		return nil, fmt.Errorf("server needs a pod lookup and a runtime")
+	}
+	if cfg.Features == nil {
+		cfg.Features = NewFeatureGate()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Authorizer == nil {
+		// Standalone, a certificate from the client CA is the grant, as for
+		// a kubelet in AlwaysAllow mode; a kubelet plugs in its webhook.
+		cfg.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
+	}
+	if cfg.Translator.BufferSize == 0 {
+		cfg.Translator = translator.DefaultConfig()
+	}
+	s := &Server{cfg: cfg}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	// One pool for every session: an idle session holds no write buffer.
+	// The size fits a full copy buffer plus the channel byte and frame
+	// header in one WebSocket frame.
+	pool := &sync.Pool{}
+	newUpgrader := func(protocol string) *websocket.Upgrader {
+		return &websocket.Upgrader{
+			HandshakeTimeout: cfg.Translator.WriteTimeout,
+			WriteBufferSize:  cfg.Translator.BufferSize + 16,
+			WriteBufferPool:  pool,
+			Subprotocols:     []string{protocol},
+			// The apiserver relays the client's handshake; origin checks
+			// are a browser concern and the client is authenticated.
+			CheckOrigin: func(*http.Request) bool { return true },
+			Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+				http.Error(w, "WebSocket handshake failed: "+reason.Error(), status)
+			},
+		}
+	}
+	s.rcUpgrader = newUpgrader(remotecommand.StreamProtocolV5Name)
+	s.pfUpgrader = newUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1)
+	mux := http.NewServeMux()
+	for _, p := range []string{"/exec/{namespace}/{pod}/{container}", "/exec/{namespace}/{pod}/{uid}/{container}"} {
+		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.serveExec)))
+	}
+	for _, p := range []string{"/attach/{namespace}/{pod}/{container}", "/attach/{namespace}/{pod}/{uid}/{container}"} {
+		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.serveAttach)))
+	}
+	for _, p := range []string{"/portForward/{namespace}/{pod}", "/portForward/{namespace}/{pod}/{uid}"} {
+		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.servePortForward)))
+	}
+	mux.Handle("/metrics", s.guard("metrics", cfg.Metrics.Handler()))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok"))
+	})
+	s.handler = mux
+	return s, nil
+}
+
+// Shutdown ends every WebSocket session (clients get a status and a close
+// frame) and waits for them, or for ctx. Sessions passed through to the
+// runtime end with the http.Server that owns their connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.cancelBase()
+	done := make(chan struct{})
+	go func() {
+		s.sessions.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.cfg.Metrics }
+
+func (s *Server) webSocketsEnabled() bool {
+	return s.cfg.Features.Enabled(ExtendWebSocketsToKubelet)
+}
+
+// guard authenticates and authorizes as the kubelet does: resource nodes,
+// subresource proxy (streaming) or metrics, verb get for GET and create for
+// POST.
+func (s *Server) guard(subresource string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger := klog.FromContext(r.Context())
+		var attrs authorizer.AttributesRecord
+		if s.cfg.Authenticator != nil {
+			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(r)
+			if err != nil || !ok {
+				logger.V(2).Info("Unauthenticated streaming request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+				http.Error(w, "Unauthorized", http.StatusUnauthorized)
+				return
+			}
+			attrs.User = resp.User
+		} else {
+			attrs.User = anonymous
+		}
+		attrs.Verb = verbFor(r.Method)
+		attrs.APIVersion = "v1"
+		attrs.Resource = "nodes"
+		attrs.Subresource = subresource
+		attrs.Name = s.cfg.NodeName
+		attrs.ResourceRequest = true
+		attrs.Path = r.URL.Path
+		decision, reason, err := s.cfg.Authorizer.Authorize(r.Context(), attrs)
+		if err != nil || decision != authorizer.DecisionAllow {
+			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", attrs.User.GetName(), attrs.Verb, subresource)
+			if reason != "" {
+				msg += ": " + reason
+			}
+			logger.V(2).Info("Forbidden streaming request", "user", attrs.User.GetName(), "verb", attrs.Verb, "subresource", subresource, "err", err)
+			http.Error(w, msg, http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(klog.NewContext(r.Context(), logger.WithValues("user", attrs.User.GetName()))))
+	})
+}
+
+func verbFor(method string) string {
+	switch method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodDelete:
+		return "delete"
+	case http.MethodPatch:
+		return "patch"
+	}
+	return "get"
+}

@@ -1,0 +1,293 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/portforward"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	"k8s.io/klog/v2"
+	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/translator"
+)
+
+func podRef(r *http.Request) cri.PodRef {
+	return cri.PodRef{Namespace: r.PathValue("namespace"), Name: r.PathValue("pod"), UID: r.PathValue("uid")}
+}
+
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) { s.serveRemoteCommand(w, r, Exec) }
+func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
+	s.serveRemoteCommand(w, r, Attach)
+}
+
+// session tracks one request in the metrics from decision to end.
+type session struct {
+	s           *Server
+	subresource string
+	route       Route
+	start       time.Time
+}
+
+func (s *Server) begin(r *http.Request, sub string, d decision) *session {
+	proto := d.protocol
+	if proto == "" {
+		proto = "none"
+	}
+	s.cfg.Metrics.requests.WithLabelValues(sub, proto, string(d.route)).Inc()
+	return &session{s: s, subresource: sub, route: d.route, start: time.Now()}
+}
+
+// fail answers with an HTTP error, counted and logged.
+func (ss *session) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), strconv.Itoa(code)).Inc()
+	klog.FromContext(r.Context()).V(2).Info("Streaming request failed", "subresource", ss.subresource, "route", ss.route, "code", code, "err", err)
+	http.Error(w, err.Error(), code)
+}
+
+// running marks the session active until the returned func is called.
+func (ss *session) running() func() {
+	m := ss.s.cfg.Metrics
+	g := m.active.WithLabelValues(ss.subresource, string(ss.route))
+	g.Inc()
+	return func() {
+		g.Dec()
+		m.duration.WithLabelValues(ss.subresource, string(ss.route)).Observe(time.Since(ss.start).Seconds())
+	}
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d decision) {
+	if len(d.accepted) > 0 {
+		w.Header().Set(httpstream.HeaderAcceptedProtocolVersions, strings.Join(d.accepted, ", "))
+		d.message += "; accepted: " + strings.Join(d.accepted, ", ")
+	}
+	ss.fail(w, r, d.status, errors.New(d.message))
+}
+
+func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub string) {
+	ctx := r.Context()
+	d := classify(r, sub, s.webSocketsEnabled())
+	ss := s.begin(r, sub, d)
+	if d.route == RouteRejected {
+		s.reject(w, r, ss, d)
+		return
+	}
+	opts, err := remotecommandserver.NewOptions(r)
+	if err != nil {
+		ss.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	cmd := r.URL.Query()["command"]
+	if sub == Exec && len(cmd) == 0 {
+		ss.fail(w, r, http.StatusBadRequest, errors.New("exec needs at least one command parameter"))
+		return
+	}
+	pod, container := podRef(r), r.PathValue("container")
+	containerID, err := s.cfg.Lookup.ContainerID(ctx, pod, container)
+	if err != nil {
+		ss.fail(w, r, cri.HTTPStatus(err), err)
+		return
+	}
+	// Each call asks the runtime for a new single-use URL.
+	newURL := func(ctx context.Context) (*url.URL, error) {
+		if sub == Exec {
+			return s.cfg.Runtime.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: containerID, Cmd: cmd,
+				Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr})
+		}
+		return s.cfg.Runtime.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: containerID,
+			Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr})
+	}
+	if d.route == RouteTranslated && s.cfg.Direct != nil && s.cfg.Direct.Supports(ctx, sub, d.protocol) {
+		ss.route = RouteDirect
+	}
+	u, err := newURL(ctx)
+	if err != nil {
+		ss.fail(w, r, cri.HTTPStatus(err), err)
+		return
+	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("subresource", sub, "pod", pod.String(), "container", container, "route", ss.route))
+	if ss.route != RouteTranslated {
+		s.proxy(w, r.WithContext(ctx), ss, u)
+		return
+	}
+	s.translate(w, r.WithContext(ctx), ss, u, newURL, translator.Options{
+		Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, TTY: opts.TTY,
+	})
+}
+
+func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, first *url.URL,
+	newURL func(context.Context) (*url.URL, error), opts translator.Options) {
+	ws, err := s.upgrader(ss.subresource).Upgrade(w, r, nil)
+	if err != nil {
+		// gorilla answered the client already (400 with the reason).
+		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "400").Inc()
+		return
+	}
+	ctx, done := s.sessionContext(r.Context())
+	defer done()
+	defer ss.running()()
+	dial := func(ctx context.Context, protocols []string) (net.Conn, string, error) {
+		u := first
+		first = nil
+		if u == nil {
+			var err error
+			if u, err = newURL(ctx); err != nil {
+				return nil, "", err
+			}
+		}
+		return translator.UpgradeSPDY(ctx, u, s.cfg.RuntimeTLS, protocols)
+	}
+	res := translator.ServeRemoteCommand(ctx, ws, dial, opts, s.cfg.Translator)
+	for ch, n := range res.Bytes {
+		if n > 0 {
+			s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, channelNames[ch]).Add(float64(n))
+		}
+	}
+	logger := klog.FromContext(ctx)
+	if res.Err != nil {
+		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+		logger.V(2).Info("Session ended abnormally", "err", res.Err)
+		return
+	}
+	logger.V(3).Info("Session ended", "exitCode", translator.ExitCode(res.Status), "duration", time.Since(ss.start))
+}
+
+func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	d := classify(r, PortForward, s.webSocketsEnabled())
+	ss := s.begin(r, PortForward, d)
+	if d.route == RouteRejected {
+		s.reject(w, r, ss, d)
+		return
+	}
+	ports, err := parsePorts(r.URL.Query()["port"])
+	if err != nil {
+		ss.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	pod := podRef(r)
+	sandboxID, err := s.cfg.Lookup.SandboxID(ctx, pod)
+	if err != nil {
+		ss.fail(w, r, cri.HTTPStatus(err), err)
+		return
+	}
+	if d.route == RouteTunneled && s.cfg.Direct != nil && s.cfg.Direct.Supports(ctx, PortForward, d.protocol) {
+		ss.route = RouteDirect
+	}
+	u, err := s.cfg.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
+	if err != nil {
+		ss.fail(w, r, cri.HTTPStatus(err), err)
+		return
+	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("subresource", PortForward, "pod", pod.String(), "route", ss.route))
+	r = r.WithContext(ctx)
+	if ss.route != RouteTunneled {
+		s.proxy(w, r, ss, u)
+		return
+	}
+	// Dial the runtime before answering the client: the tunnel has no
+	// status channel, so a runtime failure must still be an HTTP answer.
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
+	rt, proto, err := translator.UpgradeSPDY(dctx, u, s.cfg.RuntimeTLS, []string{portforward.PortForwardV1Name})
+	cancel()
+	if err != nil {
+		ss.fail(w, r, upgradeStatus(err), err)
+		return
+	}
+	if proto != portforward.PortForwardV1Name {
+		rt.Close()
+		ss.fail(w, r, http.StatusBadGateway, fmt.Errorf("container runtime negotiated %q for port-forward", proto))
+		return
+	}
+	ws, err := s.upgrader(PortForward).Upgrade(w, r, nil)
+	if err != nil {
+		rt.Close()
+		s.cfg.Metrics.failures.WithLabelValues(PortForward, string(ss.route), "400").Inc()
+		return
+	}
+	sctx, done := s.sessionContext(ctx)
+	defer done()
+	defer ss.running()()
+	res := translator.ServeTunnel(sctx, ws, rt, s.cfg.Translator)
+	s.cfg.Metrics.bytes.WithLabelValues(PortForward, "tunnel-up").Add(float64(res.BytesUp))
+	s.cfg.Metrics.bytes.WithLabelValues(PortForward, "tunnel-down").Add(float64(res.BytesDown))
+	if res.Err != nil {
+		s.cfg.Metrics.failures.WithLabelValues(PortForward, string(ss.route), "session").Inc()
+		klog.FromContext(ctx).V(2).Info("Tunnel ended abnormally", "err", res.Err)
+	}
+}
+
+// upgradeStatus maps a failed runtime dial to the client's status: the
+// runtime's own 4xx passes on; an unreachable runtime is a bad gateway.
+func upgradeStatus(err error) int {
+	var ue *translator.UpgradeError
+	if errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500 {
+		return ue.StatusCode
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
+
+func parsePorts(values []string) ([]int32, error) {
+	var ports []int32
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
+			if err != nil || n == 0 {
+				return nil, fmt.Errorf("invalid port %q: want 1-65535", p)
+			}
+			ports = append(ports, int32(n))
+		}
+	}
+	return ports, nil
+}
+
+// proxy passes the upgrade to the runtime unchanged, as a kubelet does: the
+// runtime's answer, 101 or an error, goes back to the client as is.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
+	defer ss.running()()
+	var transport http.RoundTripper
+	if s.cfg.RuntimeTLS != nil {
+		transport = &http.Transport{TLSClientConfig: s.cfg.RuntimeTLS}
+	}
+	h := proxy.NewUpgradeAwareHandler(u, transport, false, true, &responder{ss: ss})
+	h.ServeHTTP(w, r)
+}
+
+type responder struct{ ss *session }
+
+func (e *responder) Error(w http.ResponseWriter, r *http.Request, err error) {
+	e.ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("proxying to container runtime: %w", err))
+}
+
+func (s *Server) upgrader(sub string) *websocket.Upgrader {
+	if sub == PortForward {
+		return s.pfUpgrader
+	}
+	return s.rcUpgrader
+}
+
+// sessionContext ties a session to the server's life, so Shutdown ends it.
+func (s *Server) sessionContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(s.baseCtx, cancel)
+	s.sessions.Add(1)
+	return ctx, func() {
+		stop()
+		cancel()
+		s.sessions.Done()
+	}
+}
