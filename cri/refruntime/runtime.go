@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -54,6 +55,45 @@ type Runtime struct {
 	mu         sync.Mutex
 	sandboxes  map[string]*sandbox
 	containers map[string]*container
+	conns      map[net.Conn]struct{} // streaming connections, hijacked or not
+	execs      map[*os.Process]struct{}
+	stopped    bool
+}
+
+// trackingListener records every streaming connection so Stop can cut
+// them all, as a crashing runtime would: http.Server.Close leaves hijacked
+// connections alone.
+type trackingListener struct {
+	net.Listener
+	r *Runtime
+}
+
+func (l trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, r: l.r}
+	l.r.mu.Lock()
+	defer l.r.mu.Unlock()
+	if l.r.stopped {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	l.r.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	r *Runtime
+}
+
+func (c *trackedConn) Close() error {
+	c.r.mu.Lock()
+	delete(c.r.conns, c)
+	c.r.mu.Unlock()
+	return c.Conn.Close()
 }
 
 type sandbox struct {
@@ -75,6 +115,8 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		logger:     klog.FromContext(ctx).WithName("refruntime"),
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
+		conns:      map[net.Conn]struct{}{},
+		execs:      map[*os.Process]struct{}{},
 		sockDir:    opts.SocketDir,
 	}
 	defer func() {
@@ -128,7 +170,7 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		_ = r.httpSrv.Serve(l)
+		_ = r.httpSrv.Serve(trackingListener{Listener: l, r: r})
 	}()
 
 	sock := filepath.Join(r.sockDir, "cri.sock")
@@ -152,7 +194,8 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 // Endpoint is the CRI endpoint, unix:///….
 func (r *Runtime) Endpoint() string { return r.endpoint }
 
-// Stop kills every container, closes every stream and removes the socket.
+// Stop kills every container and exec'd process, cuts every streaming
+// connection and removes the socket: to clients it looks like a crash.
 func (r *Runtime) Stop() {
 	if r.grpc != nil {
 		r.grpc.Stop()
@@ -161,9 +204,17 @@ func (r *Runtime) Stop() {
 		_ = r.httpSrv.Close()
 	}
 	r.mu.Lock()
+	r.stopped = true
 	cs := make([]*container, 0, len(r.containers))
 	for _, c := range r.containers {
 		cs = append(cs, c)
+	}
+	for c := range r.conns {
+		c.(*trackedConn).Conn.Close()
+	}
+	for p := range r.execs {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+		_ = p.Kill()
 	}
 	r.mu.Unlock()
 	for _, c := range cs {

@@ -33,11 +33,13 @@ func (r streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	}
 	p := exec.Command(cmd[0], cmd[1:]...)
 	p.Env = c.cmd.Env
+	started := func() bool { return r.trackExec(p.Process) }
+	defer r.untrackExec(p)
 	var runErr error
 	if tty {
-		runErr = runTTY(p, in, out, resize)
+		runErr = runTTY(p, in, out, resize, started)
 	} else {
-		runErr = runPipes(p, in, out, errw)
+		runErr = runPipes(p, in, out, errw, started)
 	}
 	if runErr == nil {
 		return nil
@@ -49,7 +51,29 @@ func (r streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	return runErr
 }
 
-func runPipes(p *exec.Cmd, in io.Reader, out, errw io.Writer) error {
+// trackExec records a started process so Stop can kill it; false means the
+// runtime is stopping and the process was killed at once.
+func (r streamRuntime) trackExec(p *os.Process) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		_ = p.Kill()
+		return false
+	}
+	r.execs[p] = struct{}{}
+	return true
+}
+
+func (r streamRuntime) untrackExec(c *exec.Cmd) {
+	if c.Process == nil {
+		return
+	}
+	r.mu.Lock()
+	delete(r.execs, c.Process)
+	r.mu.Unlock()
+}
+
+func runPipes(p *exec.Cmd, in io.Reader, out, errw io.Writer, started func() bool) error {
 	// nil writers go to /dev/null; os/exec handles an io.Writer with a
 	// copying goroutine that Wait waits for, so no output is cut short.
 	if out != nil {
@@ -70,6 +94,7 @@ func runPipes(p *exec.Cmd, in io.Reader, out, errw io.Writer) error {
 	if err := p.Start(); err != nil {
 		return fmt.Errorf("starting %q: %w", p.Path, err)
 	}
+	started()
 	if stdin != nil {
 		// Not waited for: it ends when the client half-closes stdin (the
 		// process sees EOF) or cri-streaming closes the stream after we
@@ -83,11 +108,12 @@ func runPipes(p *exec.Cmd, in io.Reader, out, errw io.Writer) error {
 	return p.Wait()
 }
 
-func runTTY(p *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecommandserver.TerminalSize) error {
+func runTTY(p *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecommandserver.TerminalSize, started func() bool) error {
 	f, err := pty.Start(p)
 	if err != nil {
 		return fmt.Errorf("starting %q on a tty: %w", p.Path, err)
 	}
+	started()
 	defer f.Close()
 	if resize != nil {
 		// Ends when cri-streaming closes the channel with the session.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/klog/v2"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 )
 
 // ClientOptions address a kubelet API the way kubectl's apiserver would.
@@ -95,7 +96,7 @@ func NewExecutor(cfg *rest.Config, protocol, rawURL string, used *string) (remot
 	}
 	*used = "websocket"
 	return remotecommand.NewFallbackExecutor(ws, sp, func(err error) bool {
-		fb := httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		fb := ShouldFallback(err)
 		if fb {
 			*used = "spdy"
 			klog.V(1).InfoS("WebSocket upgrade failed, falling back to SPDY", "err", err)
@@ -179,7 +180,13 @@ func NewPortForwardDialer(cfg *rest.Config, protocol string, u *url.URL) (httpst
 	if protocol == "websocket" {
 		return tunnel, nil
 	}
-	return portforward.NewFallbackDialer(tunnel, spdyDialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	}), nil
+	return portforward.NewFallbackDialer(tunnel, spdyDialer, ShouldFallback), nil
+}
+
+// ShouldFallback is kubectl's test for retrying over SPDY. client-go 0.37
+// raises the upgrade failure from k8s.io/streaming for WebSocket executors
+// and from apimachinery elsewhere, so both types count.
+func ShouldFallback(err error) bool {
+	return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err) ||
+		streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err)
 }
