@@ -64,7 +64,10 @@ func verifyNoLeaks() int {
 // The reference pods every test can use.
 var testPods = []refruntime.PodSpec{
 	{Namespace: "default", Name: "demo", UID: "uid-demo",
-		Containers: []refruntime.ContainerSpec{{Name: "app", Command: []string{"/bin/sh"}, Stdin: true}}},
+		Containers: []refruntime.ContainerSpec{
+			{Name: "app", Command: []string{"/bin/sh"}, Stdin: true},
+			{Name: "sleeper", Command: []string{"sleep", "3600"}},
+		}},
 	{Namespace: "default", Name: "echo", UID: "uid-echo",
 		Containers: []refruntime.ContainerSpec{{Name: "echo", Stdin: true,
 			Command: []string{"/bin/sh", "-c", `while IFS= read -r l; do echo "echo: $l"; done`}}}},

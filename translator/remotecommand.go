@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,7 @@ type rcSession struct {
 	opts   Options
 	wc     *wsConn
 
+	raw                                    net.Conn // the runtime leg's TCP connection
 	rt                                     httpstream.Connection
 	errStream, stdin, stdout, stderr, size httpstream.Stream
 
@@ -96,7 +98,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.drainUntilClosed()
 		return Result{Status: st, Err: err}
 	}
-	defer s.rt.Close()
+	defer s.closeRuntime()
 
 	// Upstream tells the client the session is up with an empty message on
 	// the lowest output channel; some clients wait for it.
@@ -155,6 +157,13 @@ func (s *rcSession) abort(st *metav1.Status) {
 		frame = statusFrame(st)
 	}
 	s.wc.closeWith(frame, websocket.CloseNormalClosure, "")
+	s.closeRuntime()
+}
+
+// closeRuntime cuts the runtime leg. The TCP connection goes first: a SPDY
+// close writes frames, and a runtime that stopped reading would block it.
+func (s *rcSession) closeRuntime() {
+	s.raw.Close()
 	s.rt.Close()
 }
 
@@ -173,20 +182,24 @@ func (s *rcSession) openRuntime(ctx context.Context, dial DialFunc) error {
 	defer cancel()
 	conn, proto, err := dial(ctx, []string{RuntimeProtocol})
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("container runtime did not answer within the stream creation timeout (%s): %w", s.cfg.StreamCreationTimeout, err)
+		}
 		return err
 	}
 	if proto != RuntimeProtocol {
 		conn.Close()
 		return fmt.Errorf("container runtime negotiated %q, kubestream needs %q", proto, RuntimeProtocol)
 	}
+	s.raw = conn
 	s.rt, err = spdy.NewClientConnectionWithPings(conn, s.cfg.RuntimePingPeriod)
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("starting SPDY session with container runtime: %w", err)
 	}
 	// CreateStream waits for the runtime's reply; the timeout must cut that
-	// wait short too.
-	stop := context.AfterFunc(ctx, func() { s.rt.Close() })
+	// wait (or a blocked frame write) short too.
+	stop := context.AfterFunc(ctx, s.closeRuntime)
 	defer stop()
 	create := func(kind string) (httpstream.Stream, error) {
 		h := http.Header{}
@@ -212,11 +225,13 @@ func (s *rcSession) openRuntime(ctx context.Context, dial DialFunc) error {
 	if err == nil && s.opts.TTY {
 		s.size, err = create("resize")
 	}
-	if err == nil && ctx.Err() != nil {
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("container runtime did not create the streams within the stream creation timeout (%s)", s.cfg.StreamCreationTimeout)
+	} else if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("creating streams with container runtime: %w", ctx.Err())
 	}
 	if err != nil {
-		s.rt.Close()
+		s.closeRuntime()
 		return err
 	}
 	return nil
@@ -269,7 +284,7 @@ func (s *rcSession) pump(src io.Reader, ch byte) {
 					// The client cannot take output: the session is over.
 					s.logger.V(3).Info("Writing to client failed", "channel", ch, "err", werr)
 					s.wc.closeWith(nil, websocket.CloseGoingAway, "")
-					s.rt.Close()
+					s.closeRuntime()
 				}
 			} else {
 				s.bytes[ch].Add(uint64(n))

@@ -35,6 +35,7 @@ type ServeOptions struct {
 	StreamingConnectionIdleTimeout time.Duration
 	StreamCreationTimeout          time.Duration
 	WebSocketPingPeriod            time.Duration
+	WebSocketPongTimeout           time.Duration
 	InsecureDevelopmentHTTP        bool
 	NodeName                       string
 	ReferencePodsFile              string
@@ -52,6 +53,7 @@ func NewServeOptions() *ServeOptions {
 		StreamingConnectionIdleTimeout: tc.IdleTimeout,
 		StreamCreationTimeout:          tc.StreamCreationTimeout,
 		WebSocketPingPeriod:            tc.PingPeriod,
+		WebSocketPongTimeout:           tc.PongTimeout,
 		Features:                       server.NewFeatureGate(),
 	}
 }
@@ -68,7 +70,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every CRI call.")
 	fs.DurationVar(&o.StreamingConnectionIdleTimeout, "streaming-connection-idle-timeout", o.StreamingConnectionIdleTimeout, "Maximum time a streaming session may go without data before it is closed.")
 	fs.DurationVar(&o.StreamCreationTimeout, "stream-creation-timeout", o.StreamCreationTimeout, "Maximum time to set up the runtime side of a session.")
-	fs.DurationVar(&o.WebSocketPingPeriod, "websocket-ping-period", o.WebSocketPingPeriod, "How often clients are pinged; a client silent for this plus a minute is dropped.")
+	fs.DurationVar(&o.WebSocketPingPeriod, "websocket-ping-period", o.WebSocketPingPeriod, "How often clients are pinged.")
+	fs.DurationVar(&o.WebSocketPongTimeout, "websocket-pong-timeout", o.WebSocketPongTimeout, "A client that sends nothing, not even a pong, for a ping period plus this long is taken as dead.")
 	fs.BoolVar(&o.InsecureDevelopmentHTTP, "insecure-development-http", o.InsecureDevelopmentHTTP, "DEVELOPMENT ONLY: serve plain HTTP with no authentication.")
 	fs.StringVar(&o.NodeName, "hostname-override", o.NodeName, "The node name used in authorization attributes.")
 	fs.StringVar(&o.ReferencePodsFile, "reference-pods-file", o.ReferencePodsFile, "JSON list of pods for the embedded reference runtime.")
@@ -111,6 +114,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 	tc.IdleTimeout = o.StreamingConnectionIdleTimeout
 	tc.StreamCreationTimeout = o.StreamCreationTimeout
 	tc.PingPeriod = o.WebSocketPingPeriod
+	tc.PongTimeout = o.WebSocketPongTimeout
 
 	run.Endpoint = o.ContainerRuntimeEndpoint
 	if run.Endpoint == "" {
@@ -118,8 +122,9 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		if err != nil {
 			return nil, err
 		}
-		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods,
-			StreamIdleTimeout: o.StreamingConnectionIdleTimeout, StreamCreationTimeout: o.StreamCreationTimeout})
+		// The reference runtime keeps cri-streaming's own timeouts, as a
+		// separate runtime would: the node's flags govern the node.
+		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods})
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded reference runtime: %w", err)
 		}

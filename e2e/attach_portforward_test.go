@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestAttach(t *testing.T) {
+	n := startNode(t)
+	for _, protocol := range []string{"websocket", "spdy"} {
+		t.Run(protocol, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pr, pw := io.Pipe()
+			outR, outW := io.Pipe()
+			done := make(chan execResult, 1)
+			go func() {
+				done <- n.stream(ctx, n.execURL("attach", "echo", "echo", true, false),
+					streamOpts{protocol: protocol, stdin: pr, stdout: outW})
+				outW.Close()
+			}()
+			lines := bufio.NewScanner(outR)
+			for i := 0; i < 3; i++ {
+				msg := fmt.Sprintf("hello %s %d", protocol, i)
+				if _, err := fmt.Fprintln(pw, msg); err != nil {
+					t.Fatal(err)
+				}
+				if !lines.Scan() || lines.Text() != "echo: "+msg {
+					t.Fatalf("attach read %q (%v), want %q", lines.Text(), lines.Err(), "echo: "+msg)
+				}
+			}
+			// Detaching (closing stdin) ends the attach, not the container.
+			pw.Close()
+			go func() { _, _ = io.Copy(io.Discard, outR) }()
+			select {
+			case res := <-done:
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("attach did not end after stdin closed")
+			}
+		})
+	}
+	n.waitIdle(10 * time.Second)
+}
+
+// TestPortForward: both dialers, several ports on one forward, concurrent
+// connections, and large transfers byte for byte both ways.
+func TestPortForward(t *testing.T) {
+	n := startNode(t)
+	p1, p2 := tcpEcho(t), tcpEcho(t)
+	size := envInt("KUBESTREAM_PF_MB", 32) << 20
+	for _, protocol := range []string{"websocket", "spdy"} {
+		t.Run(protocol, func(t *testing.T) {
+			local, stop := openForward(t, n, protocol, "demo", p1, p2)
+			defer stop()
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for i := 0; i < 8; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- echoCheck(local[i%2], []byte(strings.Repeat(fmt.Sprintf("conn %d ", i), 1000)))
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := bulkEcho(local[0], size); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	n.waitIdle(15 * time.Second)
+}
+
+func echoCheck(port uint16, payload []byte) error {
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	go func() { _, _ = c.Write(payload) }()
+	got := make([]byte, len(payload))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return fmt.Errorf("port %d: %w", port, err)
+	}
+	if !bytes.Equal(got, payload) {
+		return fmt.Errorf("port %d: echo differs", port)
+	}
+	return nil
+}
+
+// bulkEcho sends size random bytes through the echo and compares checksums.
+func bulkEcho(port uint16, size int) error {
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
+	in, out := sha256.New(), sha256.New()
+	werr := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, io.TeeReader(io.LimitReader(rand.New(rand.NewSource(2)), int64(size)), in))
+		werr <- err
+	}()
+	n, err := io.Copy(out, io.LimitReader(c, int64(size)))
+	if err != nil {
+		return err
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	if int(n) != size || !bytes.Equal(in.Sum(nil), out.Sum(nil)) {
+		return fmt.Errorf("bulk echo: %d of %d bytes, checksums equal %v", n, size, bytes.Equal(in.Sum(nil), out.Sum(nil)))
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestAuthAndBadInput: each request a node must refuse, with the status it
+// must get.
+func TestAuthAndBadInput(t *testing.T) {
+	n := startNode(t)
+	good, goodKey := n.certs.ClientCert, n.certs.ClientKey
+	ws := wsHeaders("v5.channel.k8s.io")
+	cases := []struct {
+		name      string
+		method    string
+		path      string
+		hdr       http.Header
+		cert, key string
+		status    int
+		contains  string
+	}{
+		{"no client certificate", "GET", "/exec/default/demo/app?command=ls&output=1", ws, "", "", 401, "Unauthorized"},
+		{"certificate from another CA", "GET", "/exec/default/demo/app?command=ls&output=1", ws, n.certs.OtherClientCert, n.certs.OtherClient, 401, "Unauthorized"},
+		{"metrics without certificate", "GET", "/metrics", http.Header{}, "", "", 401, "Unauthorized"},
+		{"unknown pod", "GET", "/exec/default/nope/app?command=ls&output=1", ws, good, goodKey, 404, "pod default/nope not found"},
+		{"unknown container", "GET", "/exec/default/demo/nope?command=ls&output=1", ws, good, goodKey, 404, "container nope not found"},
+		{"pod UID mismatch", "GET", "/exec/default/demo/wrong-uid/app?command=ls&output=1", ws, good, goodKey, 404, "wrong-uid"},
+		{"attach to unknown pod", "GET", "/attach/default/nope/app?output=1", ws, good, goodKey, 404, "not found"},
+		{"port-forward to unknown pod", "GET", "/portForward/default/nope", wsHeaders("SPDY/3.1+portforward.k8s.io"), good, goodKey, 404, "not found"},
+		{"no stream requested", "GET", "/exec/default/demo/app?command=ls", ws, good, goodKey, 400, "at least 1 of stdin, stdout, stderr"},
+		{"exec without command", "GET", "/exec/default/demo/app?output=1", ws, good, goodKey, 400, "command"},
+		{"malformed port", "GET", "/portForward/default/demo?port=http", wsHeaders("v4.channel.k8s.io"), good, goodKey, 400, "invalid port"},
+		{"port out of range", "POST", "/portForward/default/demo?port=70000", spdyHeaders("portforward.k8s.io"), good, goodKey, 400, "invalid port"},
+		{"unsupported protocol", "GET", "/exec/default/demo/app?command=ls&output=1", wsHeaders("v7.channel.k8s.io"), good, goodKey, 403, "accepted"},
+		{"attach with stdin to a container without", "GET", "/attach/default/demo/sleeper?input=1&output=1", ws, good, goodKey, 400, "stdin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := n.rawUpgrade(tc.method, tc.path, tc.hdr, tc.cert, tc.key)
+			if status != tc.status || !strings.Contains(body, tc.contains) {
+				t.Errorf("got %d %q; want %d containing %q", status, body, tc.status, tc.contains)
+			}
+		})
+	}
+	t.Run("healthz needs no certificate", func(t *testing.T) {
+		if status, _, body := n.rawUpgrade("GET", "/healthz", http.Header{}, "", ""); status != 200 || body != "ok" {
+			t.Errorf("got %d %q", status, body)
+		}
+	})
+	n.waitIdle(10 * time.Second)
+}
+
+// v5Conn opens a raw v5 WebSocket, so tests can send what client-go never
+// would.
+func (n *node) v5Conn(t *testing.T, query string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{TLSClientConfig: n.tlsConfig(n.certs.ClientCert, n.certs.ClientKey),
+		Subprotocols: []string{"v5.channel.k8s.io"}, HandshakeTimeout: 10 * time.Second}
+	u := strings.Replace(n.run.URL, "https://", "wss://", 1) + "/exec/default/demo/app?" + query
+	c, resp, err := d.Dial(u, nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readUntilClose collects a raw session's channel-3 status and close code.
+func readUntilClose(t *testing.T, c *websocket.Conn) (*metav1.Status, int, string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var st *metav1.Status
+	var out strings.Builder
+	for {
+		mt, data, err := c.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				return st, ce.Code, out.String()
+			}
+			t.Fatalf("session ended without a close frame: %v", err)
+		}
+		if mt != websocket.BinaryMessage || len(data) == 0 {
+			continue
+		}
+		switch data[0] {
+		case 1, 2:
+			out.Write(data[1:])
+		case 3:
+			st = &metav1.Status{}
+			if err := json.Unmarshal(data[1:], st); err != nil {
+				t.Fatalf("bad status %q: %v", data[1:], err)
+			}
+		}
+	}
+}
+
+// TestMalformedFrames: protocol errors end the session with a 400 status on
+// channel 3 and a normal close, never a hang or a silent close.
+func TestMalformedFrames(t *testing.T) {
+	n := startNode(t)
+	stdinCat := "command=cat&input=1&output=1&error=1"
+	cases := []struct {
+		name     string
+		query    string
+		msgType  int
+		frame    []byte
+		contains string
+	}{
+		{"text message", stdinCat, websocket.TextMessage, []byte("\x00hello"), "binary"},
+		{"unknown channel", stdinCat, websocket.BinaryMessage, []byte{9, 'x'}, "unknown client channel 9"},
+		{"client writes stdout", stdinCat, websocket.BinaryMessage, []byte{1, 'x'}, "unknown client channel 1"},
+		{"close signal too long", stdinCat, websocket.BinaryMessage, []byte{255, 0, 0}, "exactly [255, channel]"},
+		{"close signal too short", stdinCat, websocket.BinaryMessage, []byte{255}, "exactly [255, channel]"},
+		{"close of stdout", stdinCat, websocket.BinaryMessage, []byte{255, 1}, "cannot close"},
+		{"stdin without input=1", "command=cat&output=1", websocket.BinaryMessage, []byte{0, 'x'}, "stdin, which is not open"},
+		{"resize without tty", stdinCat, websocket.BinaryMessage, []byte("\x04{\"Width\":1,\"Height\":1}"), "resize without a tty"},
+		{"bad resize JSON", "command=sh&command=-c&command=sleep+30&input=1&output=1&tty=1", websocket.BinaryMessage, []byte("\x04{\"Width\":\"wide\"}"), "invalid resize"},
+		{"resize JSON garbage", "command=sh&command=-c&command=sleep+30&input=1&output=1&tty=1", websocket.BinaryMessage, []byte("\x04not json"), "invalid resize"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := n.v5Conn(t, tc.query)
+			if err := c.WriteMessage(tc.msgType, tc.frame); err != nil {
+				t.Fatal(err)
+			}
+			st, code, _ := readUntilClose(t, c)
+			if st == nil || st.Code != 400 || st.Reason != metav1.StatusReasonBadRequest || !strings.Contains(st.Message, tc.contains) {
+				t.Fatalf("status %+v; want 400 BadRequest mentioning %q", st, tc.contains)
+			}
+			if code != websocket.CloseNormalClosure {
+				t.Errorf("close code %d, want 1000", code)
+			}
+		})
+	}
+	t.Run("oversized message", func(t *testing.T) {
+		c := n.v5Conn(t, stdinCat)
+		big := make([]byte, 2<<20) // over the 1 MiB limit
+		_ = c.WriteMessage(websocket.BinaryMessage, big)
+		_, code, _ := readUntilClose(t, c)
+		if code != websocket.CloseMessageTooBig {
+			t.Fatalf("close code %d, want 1009", code)
+		}
+	})
+	t.Run("empty messages are ignored", func(t *testing.T) {
+		c := n.v5Conn(t, stdinCat)
+		for _, m := range [][]byte{{}, {0, 'h', 'i'}, {}, {255, 0}} {
+			if err := c.WriteMessage(websocket.BinaryMessage, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, code, out := readUntilClose(t, c)
+		if st == nil || st.Status != metav1.StatusSuccess || out != "hi" || code != websocket.CloseNormalClosure {
+			t.Fatalf("status %+v out %q code %d", st, out, code)
+		}
+	})
+	n.waitIdle(10 * time.Second)
+}

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/kubestream/kubestream/cmd/kubestream/app"
+)
+
+func withTimeouts(ping, pong, idle time.Duration) nodeOption {
+	return func(o *app.ServeOptions) {
+		o.WebSocketPingPeriod, o.WebSocketPongTimeout, o.StreamingConnectionIdleTimeout = ping, pong, idle
+	}
+}
+
+// TestKeepalive: the node pings its clients, drops one that stops
+// answering, and closes sessions idle past the idle timeout.
+func TestKeepalive(t *testing.T) {
+	n := startNode(t, withTimeouts(100*time.Millisecond, 400*time.Millisecond, 1500*time.Millisecond))
+
+	t.Run("pings reach the client", func(t *testing.T) {
+		c := n.v5Conn(t, url.Values{"command": {"sh", "-c", "sleep 1; echo done"}, "output": {"1"}}.Encode())
+		var pings atomic.Int32
+		c.SetPingHandler(func(data string) error {
+			pings.Add(1)
+			return c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+		})
+		st, code, out := readUntilClose(t, c)
+		if st == nil || st.Status != "Success" || out != "done\n" || code != websocket.CloseNormalClosure {
+			t.Fatalf("status %+v out %q code %d", st, out, code)
+		}
+		if pings.Load() < 3 {
+			t.Fatalf("client saw %d pings in a second at a 100ms period", pings.Load())
+		}
+	})
+
+	t.Run("a silent client is dropped", func(t *testing.T) {
+		marker := fmt.Sprintf("kubestream-silent-%d", time.Now().UnixNano())
+		c := n.v5Conn(t, url.Values{"command": {"sh", "-c", "echo x; cat; : " + marker}, "input": {"1"}, "output": {"1"}}.Encode())
+		// Never read: no pongs go back, the node must give up on us.
+		waitFor(t, 10*time.Second, func() bool { return processRunning(marker) })
+		n.waitIdle(10 * time.Second)
+		waitFor(t, 10*time.Second, func() bool { return !processRunning(marker) })
+		c.Close()
+	})
+
+	t.Run("idle sessions are closed with a status", func(t *testing.T) {
+		start := time.Now()
+		res := n.exec("websocket", nil, "sleep", "30")
+		if res.err == nil || !strings.Contains(res.err.Error(), "idle") {
+			t.Fatalf("got %v; want an idle-timeout error", res.err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("idle session closed after %v", d)
+		}
+	})
+	n.waitIdle(10 * time.Second)
+}
+
+// TestMemoryBoundedWithStalledReader: a client that stops reading must not
+// make anything buffer the stream. Everything (client, kubestream, runtime)
+// runs in this process, so the heap bounds them all.
+func TestMemoryBoundedWithStalledReader(t *testing.T) {
+	n := startNode(t)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	stall := make(chan struct{})
+	w := &stallingWriter{stall: stall}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan execResult, 1)
+	go func() {
+		done <- n.stream(ctx, n.execURL("exec", "demo", "app", false, false, "head", "-c", "1073741824", "/dev/zero"),
+			streamOpts{protocol: "websocket", stdout: w})
+	}()
+	// The writer blocks after its first chunk; give producers time to fill
+	// whatever buffers exist.
+	time.Sleep(3 * time.Second)
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	growth := int64(during.HeapInuse) - int64(before.HeapInuse)
+	cancel()
+	close(stall)
+	<-done
+	t.Logf("heap growth with a stalled reader on a 1 GiB stream: %d KiB", growth/1024)
+	if growth > 32<<20 {
+		t.Fatalf("heap grew by %d MiB while the reader stalled: something buffers without bound", growth>>20)
+	}
+	n.waitIdle(15 * time.Second)
+}
+
+type stallingWriter struct {
+	stall chan struct{}
+	n     int
+}
+
+func (w *stallingWriter) Write(p []byte) (int, error) {
+	w.n++
+	if w.n > 1 {
+		<-w.stall
+	}
+	return len(p), nil
+}
