@@ -115,7 +115,7 @@ func TestExitCode(t *testing.T) {
 	for raw, want := range map[string]int{
 		`{"metadata":{},"status":"Success"}`: 0,
 		`{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"42"}]}}`: 42,
-		`{"metadata":{},"status":"Failure","reason":"InternalError","code":500}`:                                                      -1,
+		`{"metadata":{},"status":"Failure","reason":"InternalError","code":500}`:                                                    -1,
 	} {
 		st, frame := parseRuntimeStatus([]byte(raw))
 		if got := ExitCode(st); got != want {

@@ -1,0 +1,31 @@
+# kubestream: the two commands a newcomer needs are `make run` and `make test`.
+GO ?= go
+export GOFLAGS ?= -buildvcs=false
+
+.PHONY: run build test test-short test-containerd bench lint clean
+
+## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
+run:
+	$(GO) run ./cmd/kubestream demo
+
+build:
+	$(GO) build -o bin/kubestream ./cmd/kubestream
+
+## test: vet, format check, and the conformance suite (client-go's real clients against kubestream serve).
+test: lint
+	$(GO) test -count=1 -timeout 20m ./...
+
+## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
+test-containerd:
+	hack/containerd-e2e.sh
+
+## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
+bench:
+	hack/bench.sh
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+clean:
+	rm -rf bin _output
