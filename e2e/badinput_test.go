@@ -40,7 +40,6 @@ func TestAuthAndBadInput(t *testing.T) {
 		{"malformed port", "GET", "/portForward/default/demo?port=http", wsHeaders("v4.channel.k8s.io"), good, goodKey, 400, "invalid port"},
 		{"port out of range", "POST", "/portForward/default/demo?port=70000", spdyHeaders("portforward.k8s.io"), good, goodKey, 400, "invalid port"},
 		{"unsupported protocol", "GET", "/exec/default/demo/app?command=ls&output=1", wsHeaders("v7.channel.k8s.io"), good, goodKey, 403, "accepted"},
-		{"attach with stdin to a container without", "GET", "/attach/default/demo/sleeper?input=1&output=1", ws, good, goodKey, 400, "stdin"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -254,7 +254,7 @@ func TestEitherSideEnds(t *testing.T) {
 				streamOpts{protocol: "websocket", stdout: started})
 		}()
 		waitSignal(t, started)
-		n.run.Runtime.Stop()
+		n.killRuntime(t)
 		select {
 		case res := <-done:
 			if res.err == nil {

@@ -33,7 +33,14 @@ import (
 func TestMain(m *testing.M) {
 	klog.InitFlags(nil)
 	flag.Parse()
+	if err := setupBackend(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: setting up the runtime:", err)
+		teardownBackend()
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: runtime under test: %s\n", rt.name)
 	code := m.Run()
+	teardownBackend()
 	if code == 0 {
 		code = verifyNoLeaks()
 	}
@@ -110,6 +117,7 @@ func startNode(t *testing.T, opts ...nodeOption) *node {
 	o.Address, o.Port = "127.0.0.1", 0
 	o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile = certs.ServerCert, certs.ServerKey, certs.CA
 	o.ReferencePodsFile = podsFile
+	o.ContainerRuntimeEndpoint = rt.endpoint
 	for _, opt := range opts {
 		opt(o)
 	}

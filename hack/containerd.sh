@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# A private containerd for the e2e suite, with nothing from a registry.
+#
+#   hack/containerd.sh install            Debian packages (containerd 1.6, runc, busybox-static) and
+#                                         containerd v2.4.2 built from the Go module proxy (cached)
+#   hack/containerd.sh up 2.4|1.6 DIR     start a containerd whose every file lives under DIR;
+#                                         writes DIR/env (KUBESTREAM_CONTAINERD_ENDPOINT, …)
+#   hack/containerd.sh down DIR           stop it and remove DIR, leaving nothing behind
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CONTAINERD2_VERSION=v2.4.2
+CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}
+CONTAINERD2_BIN=$CACHE/containerd-$CONTAINERD2_VERSION/bin
+export GOFLAGS=-buildvcs=false
+
+log() { echo "containerd.sh: $*" >&2; }
+
+install() {
+	local need=()
+	command -v runc >/dev/null || need+=(runc)
+	[ -x /usr/bin/containerd ] || need+=(containerd)
+	dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+	if [ ${#need[@]} -gt 0 ]; then
+		log "installing ${need[*]} from Debian"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+	fi
+	# Debian's package may start a system containerd; ours never shares its socket.
+	if [ ! -x "$CONTAINERD2_BIN/containerd" ] || [ ! -x "$CONTAINERD2_BIN/containerd-shim-runc-v2" ] || [ ! -x "$CONTAINERD2_BIN/ctr" ]; then
+		log "building containerd $CONTAINERD2_VERSION (4-5 minutes cold on 2 cores)"
+		mkdir -p "$CONTAINERD2_BIN"
+		(cd /tmp && GOBIN=$CONTAINERD2_BIN go install \
+			github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD2_VERSION \
+			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD2_VERSION \
+			github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD2_VERSION)
+	fi
+}
+
+bins_for() {
+	case "$1" in
+	2.4 | 2) echo "$CONTAINERD2_BIN" ;;
+	1.6 | 1) echo "/usr/bin" ;;
+	*) log "unknown containerd version $1 (want 2.4 or 1.6)"; exit 2 ;;
+	esac
+}
+
+config_v3() { # containerd 2.x
+	cat <<EOF
+version = 3
+root = "$DIR/root"
+state = "$DIR/state"
+[grpc]
+  address = "$DIR/containerd.sock"
+[ttrpc]
+  address = "$DIR/containerd.sock.ttrpc"
+[plugins.'io.containerd.transfer.v1.local']
+  [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+    platform = "linux/$GOARCH"
+    snapshotter = "native"
+[plugins.'io.containerd.grpc.v1.cri']
+  enable_tls_streaming = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "$PORT"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "native"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "docker.io/kubestream/pause:e2e"
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$DIR/cni/bin"]
+    conf_dir = "$DIR/cni/conf"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      snapshotter = "native"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        Root = "$DIR/runc"
+EOF
+}
+
+config_v2() { # containerd 1.6
+	cat <<EOF
+version = 2
+root = "$DIR/root"
+state = "$DIR/state"
+[grpc]
+  address = "$DIR/containerd.sock"
+[ttrpc]
+  address = "$DIR/containerd.sock.ttrpc"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/kubestream/pause:e2e"
+  enable_tls_streaming = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "$PORT"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$DIR/cni/bin"
+    conf_dir = "$DIR/cni/conf"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "$DIR/runc"
+EOF
+}
+
+up() {
+	local version=$1
+	DIR=$(realpath -m "$2")
+	local bins
+	bins=$(bins_for "$version")
+	mkdir -p "$DIR"/{root,state,runc,cni/bin,cni/conf,images}
+	PORT=$(cd "$ROOT" && go run ./hack/tools/freeport)
+	GOARCH=$(go env GOARCH)
+
+	(cd "$ROOT" && go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)
+	cat >"$DIR/cni/conf/10-kubestream.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "kubestream-e2e", "plugins": [{"type": "loopback"}]}
+EOF
+	if [[ $version == 1* ]]; then config_v2 >"$DIR/config.toml"; else config_v3 >"$DIR/config.toml"; fi
+
+	# containerd finds its shim on PATH: the one built with it goes first.
+	PATH="$bins:$PATH" nohup "$bins/containerd" --config "$DIR/config.toml" --log-level info \
+		>"$DIR/containerd.log" 2>&1 &
+	echo $! >"$DIR/containerd.pid"
+	local ctr=("$bins/ctr" --address "$DIR/containerd.sock")
+	for _ in $(seq 1 100); do
+		"${ctr[@]}" version >/dev/null 2>&1 && break
+		kill -0 "$(cat "$DIR/containerd.pid")" 2>/dev/null || { tail -20 "$DIR/containerd.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	"${ctr[@]}" version >/dev/null
+
+	(cd "$ROOT" && go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out "$DIR/images/busybox.tar" &&
+		go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/pause:e2e \
+			-entrypoint /bin/sleep,2147483647 -out "$DIR/images/pause.tar")
+	for img in busybox pause; do
+		"${ctr[@]}" -n k8s.io images import --snapshotter native --platform "linux/$GOARCH" "$DIR/images/$img.tar" >/dev/null
+	done
+	cat >"$DIR/env" <<EOF
+export KUBESTREAM_CONTAINERD_ENDPOINT=unix://$DIR/containerd.sock
+export KUBESTREAM_CONTAINERD_PID=$(cat "$DIR/containerd.pid")
+export KUBESTREAM_CONTAINERD_VERSION=$("$bins/containerd" --version | awk '{print $3}')
+export KUBESTREAM_CONTAINERD_RESTART="$ROOT/hack/containerd.sh restart $DIR"
+export KUBESTREAM_E2E_IMAGE=docker.io/kubestream/busybox:e2e
+EOF
+	echo "$bins" >"$DIR/bins"
+	log "containerd $(awk -F= '/VERSION/{print $2}' "$DIR/env") up at $DIR (streaming port $PORT)"
+}
+
+# restart brings containerd back after a test killed it; containers live on
+# in their shims.
+restart() {
+	DIR=$(realpath -m "$1")
+	local bins
+	bins=$(cat "$DIR/bins")
+	PATH="$bins:$PATH" nohup "$bins/containerd" --config "$DIR/config.toml" --log-level info \
+		>>"$DIR/containerd.log" 2>&1 &
+	echo $! >"$DIR/containerd.pid"
+	for _ in $(seq 1 100); do
+		"$bins/ctr" --address "$DIR/containerd.sock" version >/dev/null 2>&1 && { echo $!; return; }
+		sleep 0.1
+	done
+	log "containerd did not come back"; exit 1
+}
+
+down() {
+	DIR=$(realpath -m "$1")
+	[ -d "$DIR" ] || return 0
+	if [ -f "$DIR/containerd.pid" ]; then
+		kill "$(cat "$DIR/containerd.pid")" 2>/dev/null || true
+		for _ in $(seq 1 50); do kill -0 "$(cat "$DIR/containerd.pid")" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$(cat "$DIR/containerd.pid")" 2>/dev/null || true
+	fi
+	# Containers the tests left: kill them through runc, then their shims.
+	if [ -d "$DIR/runc" ] && command -v runc >/dev/null; then
+		for ns in "$DIR"/runc/*; do
+			[ -d "$ns" ] || continue
+			for id in $(runc --root "$ns" list -q 2>/dev/null); do
+				runc --root "$ns" kill "$id" KILL 2>/dev/null || true
+				runc --root "$ns" delete -f "$id" 2>/dev/null || true
+			done
+		done
+	fi
+	pkill -9 -f "containerd-shim-runc-v2.*$DIR" 2>/dev/null || true
+	# Mounts (rootfs, netns) under DIR, deepest first.
+	{ grep -F " $DIR/" /proc/mounts || true; } | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	rm -rf "$DIR"
+}
+
+case "${1:-}" in
+install) install ;;
+up) up "$2" "$3" ;;
+restart) restart "$2" ;;
+down) down "$2" ;;
+*) sed -n '2,9p' "$0"; exit 2 ;;
+esac
