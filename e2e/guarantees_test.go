@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,6 +245,33 @@ func TestEitherSideEnds(t *testing.T) {
 			t.Fatalf("stdout %q", res.stdout)
 		}
 	})
+	t.Run("process killed from outside", func(t *testing.T) {
+		// A unique sleep length marks the process; exec leaves no shell
+		// behind to hold the output open.
+		marker := strconv.Itoa(7000000 + int(time.Now().UnixNano()%1000000))
+		started := &lineSignal{ch: make(chan struct{})}
+		done := make(chan execResult, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done <- n.stream(ctx, n.execURL("exec", "demo", "app", false, false, "sh", "-c", "echo started; exec sleep "+marker),
+				streamOpts{protocol: "websocket", stdout: started})
+		}()
+		waitSignal(t, started)
+		pid := findProcess(marker)
+		if pid == 0 {
+			t.Fatal("exec'd process not found")
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case res := <-done:
+			assertExit(t, res.err, 137)
+		case <-time.After(30 * time.Second):
+			t.Fatal("exit status of a killed process never reached the client")
+		}
+	})
 	t.Run("runtime dies", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -300,16 +328,21 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 }
 
 // processRunning looks for marker in any process's command line.
-func processRunning(marker string) bool {
+func processRunning(marker string) bool { return findProcess(marker) != 0 }
+
+// findProcess returns the PID of a process with marker in its command line.
+// Containers' processes are visible here too: the tests run on the host.
+func findProcess(marker string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && bytes.Contains(b, []byte(marker)) {
-			return true
+			return pid
 		}
 	}
-	return false
+	return 0
 }
