@@ -2,11 +2,15 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run build test test-short test-containerd bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
 	$(GO) run ./cmd/kubestream demo
+
+## run-containerd: the same demonstration in front of a private containerd (installed and torn down).
+run-containerd:
+	hack/try-containerd.sh
 
 build:
 	$(GO) build -o bin/kubestream ./cmd/kubestream

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	kubetypes "k8s.io/kubelet/pkg/types"
-
+	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/cri/refruntime"
 )
 
 // The suite runs against one of two runtimes: the embedded reference
@@ -55,100 +53,32 @@ func setupBackend() error {
 	if image == "" {
 		image = "docker.io/kubestream/busybox:e2e"
 	}
-	pods := append([]podDef{}, containerdPods()...)
-	for _, p := range pods {
-		if err := rt.runPod(ctx, p, image); err != nil {
-			return fmt.Errorf("creating pod %s: %w", p.name, err)
+	for _, p := range containerdPods() {
+		p.Image, p.LogDir = image, rt.logDir+"/"+p.Name
+		id, err := app.RunPod(ctx, c.Runtime(), p)
+		if id != "" {
+			rt.sandboxes = append(rt.sandboxes, id)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-type podDef struct {
-	name, uid  string
-	hostNet    bool
-	containers []containerDef
-}
-
-type containerDef struct {
-	name       string
-	command    []string
-	stdin, tty bool
-}
-
-// containerdPods mirrors testPods for a real runtime; netns is the pod with
-// a network namespace of its own.
-func containerdPods() []podDef {
-	var out []podDef
+// containerdPods mirrors testPods for a real runtime (host network), plus
+// netns: a pod with a network namespace of its own.
+func containerdPods() []app.CRIPod {
+	var out []app.CRIPod
 	for _, p := range testPods {
-		d := podDef{name: p.Name, uid: p.UID, hostNet: true}
-		for _, c := range p.Containers {
-			d.containers = append(d.containers, containerDef{name: c.Name, command: c.Command, stdin: c.Stdin, tty: c.TTY})
-		}
-		out = append(out, d)
+		out = append(out, app.CRIPod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, HostNetwork: true, Containers: p.Containers})
 	}
-	return append(out, podDef{name: "netns", uid: "uid-netns", containers: []containerDef{
-		{name: "server", command: []string{"nc", "-ll", "-p", strconv.Itoa(netnsEchoPort), "-e", "/bin/cat"}},
+	return append(out, app.CRIPod{Namespace: "default", Name: "netns", UID: "uid-netns", Containers: []refruntime.ContainerSpec{
+		{Name: "server", Command: []string{"nc", "-ll", "-p", strconv.Itoa(netnsEchoPort), "-e", "/bin/cat"}},
 	}})
 }
 
 const netnsEchoPort = 8080
-
-func (b *backend) runPod(ctx context.Context, p podDef, image string) error {
-	rs := b.criClient.Runtime()
-	labels := map[string]string{
-		kubetypes.KubernetesPodNamespaceLabel: "default",
-		kubetypes.KubernetesPodNameLabel:      p.name,
-		kubetypes.KubernetesPodUIDLabel:       p.uid,
-	}
-	netMode := runtimeapi.NamespaceMode_POD
-	if p.hostNet {
-		// No hostname: runc refuses one without a private UTS namespace.
-		netMode = runtimeapi.NamespaceMode_NODE
-	}
-	sbCfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: p.uid},
-		Labels:       labels,
-		LogDirectory: b.logDir + "/" + p.name,
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
-		}},
-	}
-	if !p.hostNet {
-		sbCfg.Hostname = p.name
-	}
-	sb, err := rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
-	if err != nil {
-		return err
-	}
-	b.sandboxes = append(b.sandboxes, sb.PodSandboxId)
-	for _, c := range p.containers {
-		cl := map[string]string{kubetypes.KubernetesContainerNameLabel: c.name}
-		for k, v := range labels {
-			cl[k] = v
-		}
-		cc, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-			PodSandboxId:  sb.PodSandboxId,
-			SandboxConfig: sbCfg,
-			Config: &runtimeapi.ContainerConfig{
-				Metadata: &runtimeapi.ContainerMetadata{Name: c.name},
-				Image:    &runtimeapi.ImageSpec{Image: image},
-				Command:  c.command,
-				Stdin:    c.stdin,
-				Tty:      c.tty,
-				Labels:   cl,
-				LogPath:  c.name + ".log",
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("creating container %s: %w", c.name, err)
-		}
-		if _, err := rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: cc.ContainerId}); err != nil {
-			return fmt.Errorf("starting container %s: %w", c.name, err)
-		}
-	}
-	return nil
-}
 
 func teardownBackend() {
 	if rt.criClient == nil {
@@ -156,8 +86,7 @@ func teardownBackend() {
 	}
 	ctx := context.Background()
 	for _, id := range rt.sandboxes {
-		_, _ = rt.criClient.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-		_, _ = rt.criClient.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+		app.RemovePod(ctx, rt.criClient.Runtime(), id)
 	}
 	rt.criClient.Close()
 	os.RemoveAll(rt.logDir)

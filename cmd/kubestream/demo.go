@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
+	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/cri/refruntime"
 	"github.com/kubestream/kubestream/internal/pki"
 )
 
@@ -17,6 +21,7 @@ import (
 func newDemo() *cobra.Command {
 	var exit bool
 	var port int
+	var endpoint, image string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Serve on the embedded reference runtime and show an exec through the WebSocket path",
@@ -35,6 +40,14 @@ func newDemo() *cobra.Command {
 			o := app.NewServeOptions()
 			o.Address, o.Port = "127.0.0.1", port
 			o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile = certs.ServerCert, certs.ServerKey, certs.CA
+			o.ContainerRuntimeEndpoint = endpoint
+			if endpoint != "" {
+				remove, err := demoPod(ctx, endpoint, image, dir)
+				if err != nil {
+					return err
+				}
+				defer remove()
+			}
 			run, err := app.Start(ctx, o)
 			if err != nil {
 				return err
@@ -45,7 +58,7 @@ func newDemo() *cobra.Command {
 				Server: run.URL, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, CAFile: certs.CA,
 				Namespace: "default", Container: "app", Protocol: "websocket", Stdin: true,
 			}
-			script := `read line; echo "container $KUBESTREAM_CONTAINER of pod $KUBESTREAM_POD read: $line"; echo "this line is on stderr" >&2; uname -sr; exit 3`
+			script := `read line; echo "container app of pod default/demo read: $line"; echo "this line is on stderr" >&2; uname -sr; exit 3`
 			fmt.Printf("\n$ echo 'hello over v5.channel.k8s.io' | kubestream exec demo -c app -i --protocol=websocket -- sh -c '…'\n")
 			err = client.RunRemoteCommand(ctx, "exec", "demo", []string{"sh", "-c", script},
 				strings.NewReader("hello over v5.channel.k8s.io\n"), os.Stdout, os.Stdout)
@@ -54,7 +67,7 @@ func newDemo() *cobra.Command {
 			if exit {
 				return nil
 			}
-			fmt.Printf("kubestream is serving %s on the embedded runtime (pod default/demo, container app). Try:\n", run.URL)
+			fmt.Printf("kubestream is serving %s on %s (pod default/demo, container app). Try:\n", run.URL, run.Endpoint)
 			fmt.Printf("  go run ./cmd/kubestream exec demo -c app -v=1 --server %s --client-certificate %s --client-key %s --certificate-authority %s -- ls /\n",
 				run.URL, certs.ClientCert, certs.ClientKey, certs.CA)
 			fmt.Printf("Ctrl-C stops it.\n")
@@ -64,7 +77,33 @@ func newDemo() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "Exit after the demonstration exec instead of serving on.")
 	cmd.Flags().IntVar(&port, "port", 0, "Port to serve on (0 picks a free one).")
+	cmd.Flags().StringVar(&endpoint, "container-runtime-endpoint", "", "A real CRI runtime to demonstrate against (the embedded one when empty); pod default/demo is created there for the demo and removed after.")
+	cmd.Flags().StringVar(&image, "demo-image", "docker.io/kubestream/busybox:e2e", "Image of the demo pod on a real runtime (must already be present).")
 	return cmd
+}
+
+// demoPod starts pod default/demo (container app: a shell with stdin open)
+// on a real runtime, as a kubelet would, and returns its removal.
+func demoPod(ctx context.Context, endpoint, image, dir string) (func(), error) {
+	c, err := cri.Dial(ctx, endpoint, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	id, err := app.RunPod(ctx, c.Runtime(), app.CRIPod{
+		Namespace: "default", Name: "demo", UID: "kubestream-demo", HostNetwork: true, Image: image, LogDir: dir,
+		Containers: []refruntime.ContainerSpec{{Name: "app", Command: []string{"/bin/sh"}, Stdin: true}},
+	})
+	remove := func() {
+		if id != "" {
+			app.RemovePod(context.Background(), c.Runtime(), id)
+		}
+		c.Close()
+	}
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	return remove, nil
 }
 
 func routeSummary(run *app.Running) string {
