@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+)
+
+// The benchmark backend: k8s.io/cri-streaming (what the kubelet and
+// containerd's streaming servers are built on) with in-process commands, so
+// the figures measure streaming, not fork/exec or pipes.
+//
+//	emit N   write N bytes to stdout
+//	sink     read stdin to EOF
+//	echo     copy stdin to stdout
+//
+// Port-forward: port 1 emits pfSize bytes, port 2 sinks, any other echoes.
+type benchRuntime struct{ pfSize int64 }
+
+// zeros is a reader of endless zero bytes that costs nothing per byte.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+var errUnknownCommand = errors.New("unknown bench command")
+
+func (benchRuntime) Exec(_ context.Context, _ string, cmd []string, in io.Reader, out, _ io.WriteCloser, _ bool, _ <-chan remotecommandserver.TerminalSize) error {
+	if len(cmd) == 0 {
+		return errUnknownCommand
+	}
+	buf := make([]byte, 32*1024)
+	switch cmd[0] {
+	case "emit":
+		n, err := strconv.ParseInt(cmd[1], 10, 64)
+		if err != nil {
+			return err
+		}
+		_, err = io.CopyBuffer(out, io.LimitReader(zeros{}, n), buf)
+		return err
+	case "sink":
+		_, err := io.CopyBuffer(io.Discard, in, buf)
+		return err
+	case "echo":
+		_, err := io.CopyBuffer(out, in, buf)
+		return err
+	}
+	return errUnknownCommand
+}
+
+func (r benchRuntime) Attach(ctx context.Context, id string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
+	return r.Exec(ctx, id, []string{"echo"}, in, out, errw, tty, resize)
+}
+
+func (r benchRuntime) PortForward(_ context.Context, _ string, port int32, stream io.ReadWriteCloser) error {
+	defer stream.Close()
+	buf := make([]byte, 32*1024)
+	var err error
+	switch port {
+	case 1:
+		_, err = io.CopyBuffer(stream, io.LimitReader(zeros{}, r.pfSize), buf)
+	case 2:
+		_, err = io.CopyBuffer(io.Discard, stream, buf)
+	default:
+		_, err = io.CopyBuffer(stream, stream, buf)
+	}
+	return err
+}
+
+// benchCRI serves the CRI calls the paths need: one static pod, Exec and
+// PortForward URLs from cri-streaming.
+type benchCRI struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	srv streaming.Server
+}
+
+func (c *benchCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "kubestream-bench", RuntimeApiVersion: "v1"}, nil
+}
+
+func (c *benchCRI) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	return c.srv.GetExec(req)
+}
+
+func (c *benchCRI) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	return c.srv.GetAttach(req)
+}
+
+func (c *benchCRI) PortForward(_ context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	if req.PodSandboxId == "" {
+		return nil, status.Error(codes.InvalidArgument, "no sandbox")
+	}
+	return c.srv.GetPortForward(req)
+}
+
+// backend is a running benchmark runtime: a CRI socket and a streaming port.
+type backend struct {
+	endpoint string
+	stop     func()
+}
+
+func startBackend(dir string, pfSize int64) (*backend, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg := streaming.DefaultConfig
+	cfg.Addr = l.Addr().String()
+	cfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
+	srv, err := streaming.NewServer(cfg, benchRuntime{pfSize: pfSize})
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = hs.Serve(l) }()
+	sock := filepath.Join(dir, "bench-cri.sock")
+	_ = os.Remove(sock)
+	gl, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	gs := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(gs, &benchCRI{srv: srv})
+	go func() { _ = gs.Serve(gl) }()
+	return &backend{endpoint: "unix://" + sock, stop: func() {
+		gs.Stop()
+		_ = hs.Close()
+	}}, nil
+}
+
+func (b *backend) String() string { return fmt.Sprintf("backend at %s", b.endpoint) }

@@ -1,0 +1,246 @@
+// Command bench measures kubestream's translator side by side with the two
+// things users have today, in one run, alternating A/B/C:
+//
+//	direct      client-go's SPDY executor straight to the runtime's URL
+//	upstream    client-go's WebSocket executor → k8s.io/apiserver's
+//	            StreamTranslatorHandler / TunnelingHandler → runtime
+//	kubestream  client-go's WebSocket executor → kubestream's server → runtime
+//
+// The runtime is k8s.io/cri-streaming with in-process commands (backend.go).
+// By default client, translators and backend are separate processes, so each
+// translator's own CPU and memory are visible; -inproc runs all in one.
+//
+//	go run ./bench -out bench/results.md      (make bench)
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/cri"
+)
+
+type options struct {
+	role, impl, criEndpoint, dir, out, svg, profileDir string
+	size, pfSize                                       int64
+	reps, setupN, echoN, idleMax                       int
+	inproc                                             bool
+	concurrency                                        string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.role, "role", "run", "run (orchestrate), backend or translator (internal)")
+	flag.StringVar(&o.impl, "impl", "", "translator implementation: upstream or kubestream (internal)")
+	flag.StringVar(&o.criEndpoint, "cri", "", "backend CRI endpoint (internal)")
+	flag.StringVar(&o.dir, "dir", "", "working directory (internal)")
+	flag.StringVar(&o.out, "out", "bench/results.md", "Markdown results file")
+	flag.StringVar(&o.svg, "svg", "bench/results.svg", "chart of the ratios")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write each translator's CPU and alloc profiles here")
+	flag.Int64Var(&o.size, "size", 1<<30, "bytes per throughput transfer")
+	flag.Int64Var(&o.pfSize, "pf-size", 1<<30, "bytes per port-forward transfer")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions (medians are reported)")
+	flag.IntVar(&o.setupN, "setup-n", 50, "sessions per setup measurement")
+	flag.IntVar(&o.echoN, "echo-n", 2000, "round trips per echo measurement")
+	flag.IntVar(&o.idleMax, "idle-max", 10000, "most idle sessions held at once")
+	flag.StringVar(&o.concurrency, "concurrency", "1,4,16,64", "concurrent transfer counts")
+	flag.BoolVar(&o.inproc, "inproc", false, "run backend and translators in this process")
+	klog.InitFlags(nil)
+	flag.Parse()
+	raiseFileLimit()
+	var err error
+	switch o.role {
+	case "backend":
+		err = runBackend(o)
+	case "translator":
+		err = runTranslator(o)
+	default:
+		err = orchestrate(o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// raiseFileLimit: 10,000 idle sessions need ~20,000 descriptors in the
+// translator.
+func raiseFileLimit() {
+	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+}
+
+func waitSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+	<-ch
+}
+
+func runBackend(o options) error {
+	b, err := startBackend(o.dir, o.pfSize)
+	if err != nil {
+		return err
+	}
+	fmt.Println("READY", b.endpoint)
+	waitSignal()
+	b.stop()
+	return nil
+}
+
+type procStats struct {
+	Goroutines int    `json:"goroutines"`
+	HeapInuse  uint64 `json:"heapInuse"`
+}
+
+func translatorHandler(impl string, c *cri.Client) (http.Handler, error) {
+	if impl == "upstream" {
+		return upstreamHandler(c), nil
+	}
+	return kubestreamHandler(c)
+}
+
+func runTranslator(o options) error {
+	c, err := cri.Dial(context.Background(), o.criEndpoint, time.Minute)
+	if err != nil {
+		return err
+	}
+	h, err := translatorHandler(o.impl, c)
+	if err != nil {
+		return err
+	}
+	if o.profileDir != "" {
+		f, err := os.Create(fmt.Sprintf("%s/%s.cpu.pprof", o.profileDir, o.impl))
+		if err != nil {
+			return err
+		}
+		runtime.MemProfileRate = 64 * 1024
+		_ = pprof.StartCPUProfile(f)
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+			if hf, err := os.Create(fmt.Sprintf("%s/%s.allocs.pprof", o.profileDir, o.impl)); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(hf, 0)
+				hf.Close()
+			}
+		}()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/bench-stats", func(w http.ResponseWriter, _ *http.Request) {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		_ = json.NewEncoder(w).Encode(procStats{Goroutines: runtime.NumGoroutine(), HeapInuse: ms.HeapInuse})
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(l, mux) }()
+	fmt.Println("READY", "http://"+l.Addr().String())
+	waitSignal()
+	return nil
+}
+
+// child is a helper process of the orchestrator.
+type child struct {
+	cmd   *exec.Cmd
+	value string // what it printed after READY
+}
+
+func startChild(args ...string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
+			return &child{cmd: cmd, value: v}, nil
+		}
+	}
+	_ = cmd.Process.Kill()
+	return nil, fmt.Errorf("child %v did not start", args)
+}
+
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpu returns the process's user+system CPU time so far.
+func (c *child) cpu() time.Duration {
+	if c == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// rssKB reads VmRSS.
+func (c *child) rssKB() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			return parseKB(line)
+		}
+	}
+	return 0
+}
+
+func (p *path) stats() (procStats, int64, error) {
+	var st procStats
+	resp, err := http.Get(p.base + "/debug/bench-stats")
+	if err != nil {
+		return st, 0, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, p.proc.rssKB(), err
+}

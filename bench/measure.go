@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubestream/kubestream/cri"
+)
+
+// path is one way from client to backend: direct SPDY to the runtime's
+// URL, or a WebSocket to a translator at base.
+type path struct {
+	name string
+	base string // translator URL; "" for direct
+	cri  *cri.Client
+	proc *child // the translator's process in three-process mode
+}
+
+func (p *path) execURL(cmd []string, stdin bool) string {
+	q := url.Values{"command": cmd, "output": {"1"}}
+	if stdin {
+		q.Set("input", "1")
+	}
+	return p.base + "/exec/default/bench/c?" + q.Encode()
+}
+
+// executor returns client-go's executor for the path: SPDY for direct,
+// WebSocket (v5) for the translators.
+func (p *path) executor(ctx context.Context, cmd []string, stdin bool) (remotecommand.Executor, error) {
+	if p.base == "" {
+		u, err := p.cri.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: benchContainer, Cmd: cmd, Stdin: stdin, Stdout: true})
+		if err != nil {
+			return nil, err
+		}
+		return remotecommand.NewSPDYExecutor(&rest.Config{Host: u.Scheme + "://" + u.Host}, http.MethodPost, u)
+	}
+	return remotecommand.NewWebSocketExecutor(&rest.Config{Host: p.base}, http.MethodGet, p.execURL(cmd, stdin))
+}
+
+type counter struct {
+	mu    sync.Mutex
+	n     int64
+	first chan struct{}
+}
+
+func (c *counter) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.n == 0 && c.first != nil && len(b) > 0 {
+		close(c.first)
+	}
+	c.n += int64(len(b))
+	c.mu.Unlock()
+	return len(b), nil
+}
+
+func (p *path) stdout(ctx context.Context, size int64) (time.Duration, error) {
+	start := time.Now()
+	ex, err := p.executor(ctx, []string{"emit", itoa(size)}, false)
+	if err != nil {
+		return 0, err
+	}
+	var c counter
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &c}); err != nil {
+		return 0, err
+	}
+	if c.n != size {
+		return 0, fmt.Errorf("%s: got %d of %d stdout bytes", p.name, c.n, size)
+	}
+	return time.Since(start), nil
+}
+
+func (p *path) stdin(ctx context.Context, size int64) (time.Duration, error) {
+	start := time.Now()
+	ex, err := p.executor(ctx, []string{"sink"}, true)
+	if err != nil {
+		return 0, err
+	}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: io.LimitReader(zeros{}, size), Stdout: io.Discard})
+	return time.Since(start), err
+}
+
+// setup measures session start to first stdout byte.
+func (p *path) setup(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	ex, err := p.executor(ctx, []string{"emit", "1"}, false)
+	if err != nil {
+		return 0, err
+	}
+	c := counter{first: make(chan struct{})}
+	var first time.Duration
+	done := make(chan error, 1)
+	go func() { done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &c}) }()
+	select {
+	case <-c.first:
+		first = time.Since(start)
+	case err := <-done:
+		return 0, fmt.Errorf("session ended before its first byte: %v", err)
+	}
+	return first, <-done
+}
+
+// echo measures n one-byte round trips over one session.
+func (p *path) echo(ctx context.Context, n int) ([]time.Duration, error) {
+	ex, err := p.executor(ctx, []string{"echo"}, true)
+	if err != nil {
+		return nil, err
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW})
+		outW.Close()
+	}()
+	lat := make([]time.Duration, 0, n)
+	one, got := []byte{'x'}, make([]byte, 1)
+	for i := 0; i < n+20; i++ { // the first 20 warm up
+		start := time.Now()
+		if _, err := inW.Write(one); err != nil {
+			return nil, err
+		}
+		if _, err := io.ReadFull(outR, got); err != nil {
+			return nil, err
+		}
+		if i >= 20 {
+			lat = append(lat, time.Since(start))
+		}
+	}
+	inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	return lat, <-done
+}
+
+// pfDialer returns client-go's port-forward dialer for the path.
+func (p *path) pfDialer(ctx context.Context) (httpstream.Dialer, error) {
+	if p.base == "" {
+		u, err := p.cri.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: benchSandbox})
+		if err != nil {
+			return nil, err
+		}
+		tr, up, err := spdy.RoundTripperFor(&rest.Config{Host: u.Scheme + "://" + u.Host})
+		if err != nil {
+			return nil, err
+		}
+		return spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u), nil
+	}
+	u, _ := url.Parse(p.base + "/portForward/default/bench")
+	return portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{Host: p.base})
+}
+
+// portForward moves size bytes down (port 1 emits) or up (port 2 sinks)
+// over one forwarded connection, with the streams client-go's forwarder
+// creates.
+func (p *path) portForward(ctx context.Context, size int64, down bool) (time.Duration, error) {
+	start := time.Now()
+	d, err := p.pfDialer(ctx)
+	if err != nil {
+		return 0, err
+	}
+	conn, _, err := d.Dial(portforward.PortForwardProtocolV1Name)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	port := "2"
+	if down {
+		port = "1"
+	}
+	h := http.Header{}
+	h.Set(corev1.StreamType, corev1.StreamTypeError)
+	h.Set(corev1.PortHeader, port)
+	h.Set(corev1.PortForwardRequestIDHeader, "0")
+	errStream, err := conn.CreateStream(h)
+	if err != nil {
+		return 0, err
+	}
+	errStream.Close()
+	h.Set(corev1.StreamType, corev1.StreamTypeData)
+	data, err := conn.CreateStream(h)
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 32*1024)
+	if down {
+		n, err := io.CopyBuffer(io.Discard, data, buf)
+		if err != nil || n != size {
+			return 0, fmt.Errorf("port-forward down: %d of %d bytes: %v", n, size, err)
+		}
+	} else {
+		if _, err := io.CopyBuffer(data, io.LimitReader(zeros{}, size), buf); err != nil {
+			return 0, err
+		}
+		data.Close()
+		// The backend closes its side once it has read everything.
+		if _, err := io.Copy(io.Discard, data); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
+// idleSession opens a raw v5 session running echo and waits until the
+// translator said it is ready; it stays open until closed.
+func (p *path) idleSession() (*websocket.Conn, error) {
+	d := websocket.Dialer{Subprotocols: []string{"v5.channel.k8s.io"}, HandshakeTimeout: time.Minute,
+		ReadBufferSize: 512, WriteBufferSize: 512}
+	u := strings.Replace(p.execURL([]string{"echo"}, true), "http://", "ws://", 1)
+	c, _, err := d.Dial(u, nil)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, _, err := c.ReadMessage(); err != nil { // the readiness frame
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c, nil
+}
+
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func mbps(size int64, d time.Duration) float64 {
+	return float64(size) / 1e6 / d.Seconds()
+}
+
+func parseKB(s string) int64 {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[1], 10, 64)
+	return n
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type row struct {
+	name           string
+	unit           string
+	direct, up, ks float64
+	hasDirect      bool
+	target         string
+	met            *bool
+	higherIsBetter bool
+}
+
+func b(v bool) *bool { return &v }
+
+func (r *results) rows() []row {
+	m := func(x map[string][]float64, p string) float64 { return median(x[p]) }
+	rows := []row{
+		{name: "stdout throughput", unit: "MB/s", direct: m(r.stdoutMBps, "direct"), up: m(r.stdoutMBps, "upstream"), ks: m(r.stdoutMBps, "kubestream"), hasDirect: true, higherIsBetter: true, target: "≥ 0.9× direct"},
+		{name: "stdin throughput", unit: "MB/s", direct: m(r.stdinMBps, "direct"), up: m(r.stdinMBps, "upstream"), ks: m(r.stdinMBps, "kubestream"), hasDirect: true, higherIsBetter: true, target: "≥ 0.9× direct"},
+		{name: "echo round trip p50", unit: "µs", direct: m(r.echoP50, "direct"), up: m(r.echoP50, "upstream"), ks: m(r.echoP50, "kubestream"), hasDirect: true, target: "≤ 1.1× direct"},
+		{name: "echo round trip p99", unit: "µs", direct: m(r.echoP99, "direct"), up: m(r.echoP99, "upstream"), ks: m(r.echoP99, "kubestream"), hasDirect: true},
+		{name: "setup to first byte p50", unit: "ms", direct: m(r.setupP50, "direct"), up: m(r.setupP50, "upstream"), ks: m(r.setupP50, "kubestream"), hasDirect: true, target: "≤ 1.1× direct"},
+		{name: "setup to first byte p99", unit: "ms", direct: m(r.setupP99, "direct"), up: m(r.setupP99, "upstream"), ks: m(r.setupP99, "kubestream"), hasDirect: true},
+		{name: "port-forward down", unit: "MB/s", direct: m(r.pfDownMBps, "direct"), up: m(r.pfDownMBps, "upstream"), ks: m(r.pfDownMBps, "kubestream"), hasDirect: true, higherIsBetter: true, target: "≥ 0.95× direct"},
+		{name: "port-forward up", unit: "MB/s", direct: m(r.pfUpMBps, "direct"), up: m(r.pfUpMBps, "upstream"), ks: m(r.pfUpMBps, "kubestream"), hasDirect: true, higherIsBetter: true, target: "≥ 0.95× direct"},
+	}
+	if !r.inproc {
+		rows = append(rows,
+			row{name: "translator CPU per GiB stdout", unit: "s", up: m(r.cpuStdout, "upstream"), ks: m(r.cpuStdout, "kubestream"), target: "≤ 1/3 upstream"},
+			row{name: "translator CPU per GiB stdin", unit: "s", up: m(r.cpuStdin, "upstream"), ks: m(r.cpuStdin, "kubestream"), target: "≤ 1/3 upstream"},
+		)
+		if up, ks := lastIdle(r.idle["upstream"]), lastIdle(r.idle["kubestream"]); up != nil && ks != nil {
+			rows = append(rows,
+				row{name: fmt.Sprintf("goroutines per idle session (%d held)", ks.sessions), unit: "", up: up.perGoroutines, ks: ks.perGoroutines, target: "≤ 6", met: b(ks.perGoroutines <= 6)},
+				row{name: fmt.Sprintf("RSS per idle session (%d held)", ks.sessions), unit: "KiB", up: up.perRSSKB, ks: ks.perRSSKB, target: "≤ 128 KiB", met: b(ks.perRSSKB <= 128)},
+				row{name: fmt.Sprintf("heap per idle session (%d held)", ks.sessions), unit: "KiB", up: up.perHeapKB, ks: ks.perHeapKB},
+				row{name: fmt.Sprintf("setup p99 with %d idle sessions ÷ unloaded", ks.sessions), unit: "×",
+					up: r.loadedSetupP99["upstream"] / r.idleSetupP99["upstream"], ks: r.loadedSetupP99["kubestream"] / r.idleSetupP99["kubestream"],
+					target: "≤ 2×", met: b(r.loadedSetupP99["kubestream"] <= 2*r.idleSetupP99["kubestream"])},
+			)
+		}
+	}
+	for i := range rows {
+		rw := &rows[i]
+		if rw.met != nil || rw.target == "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(rw.target, "≥ 0.9×"):
+			rw.met = b(rw.ks >= 0.9*rw.direct)
+		case strings.HasPrefix(rw.target, "≥ 0.95×"):
+			rw.met = b(rw.ks >= 0.95*rw.direct)
+		case strings.HasPrefix(rw.target, "≤ 1.1×"):
+			rw.met = b(rw.ks <= 1.1*rw.direct)
+		case strings.HasPrefix(rw.target, "≤ 1/3"):
+			rw.met = b(rw.ks <= rw.up/3)
+		}
+	}
+	return rows
+}
+
+func lastIdle(p []idlePoint) *idlePoint {
+	if len(p) == 0 {
+		return nil
+	}
+	return &p[len(p)-1]
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func (r *results) write(o options) error {
+	var s strings.Builder
+	mode := "three processes (client, translator, backend apart)"
+	if r.inproc {
+		mode = "one process"
+	}
+	fmt.Fprintf(&s, "# kubestream benchmark results\n\n")
+	fmt.Fprintf(&s, "Run %s on %d CPUs (%s/%s, %s), %s; medians of %d alternated repetitions; transfers of %d MiB (port-forward %d MiB); echo over %d round trips; setup over %d sessions. Written by `make bench` (`go run ./bench`).\n\n",
+		r.started.UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), mode,
+		r.reps, r.size>>20, r.pfSize>>20, r.echoN, r.setupN)
+	fmt.Fprintf(&s, "| figure | direct SPDY | upstream translator | kubestream | kubestream ÷ direct | kubestream ÷ upstream | target | met |\n|---|---|---|---|---|---|---|---|\n")
+	for _, rw := range r.rows() {
+		d, kd := "—", "—"
+		if rw.hasDirect {
+			d, kd = fmt.Sprintf("%.1f %s", rw.direct, rw.unit), ratio(rw.ks, rw.direct)
+		}
+		met := ""
+		if rw.met != nil {
+			met = map[bool]string{true: "yes", false: "**no**"}[*rw.met]
+		}
+		fmt.Fprintf(&s, "| %s | %s | %.1f %s | %.1f %s | %s | %s | %s | %s |\n", rw.name, d, rw.up, rw.unit, rw.ks, rw.unit, kd, ratio(rw.ks, rw.up), rw.target, met)
+	}
+	fmt.Fprintf(&s, "\n## Aggregate stdout throughput with concurrent transfers (MB/s, %d MiB in all)\n\n| transfers | direct SPDY | upstream | kubestream | kubestream ÷ direct |\n|---|---|---|---|---|\n", r.size>>20)
+	for _, k := range r.concurrencyLevels {
+		fmt.Fprintf(&s, "| %d | %.0f | %.0f | %.0f | %s |\n", k, r.concurrency["direct"][k], r.concurrency["upstream"][k], r.concurrency["kubestream"][k],
+			ratio(r.concurrency["kubestream"][k], r.concurrency["direct"][k]))
+	}
+	if len(r.idle) > 0 {
+		fmt.Fprintf(&s, "\n## Idle sessions held by the translator process (per session, above its empty baseline)\n\n| sessions | upstream goroutines | upstream RSS KiB | upstream heap KiB | kubestream goroutines | kubestream RSS KiB | kubestream heap KiB |\n|---|---|---|---|---|---|---|\n")
+		for i, up := range r.idle["upstream"] {
+			if i >= len(r.idle["kubestream"]) {
+				break
+			}
+			ks := r.idle["kubestream"][i]
+			fmt.Fprintf(&s, "| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", up.sessions, up.perGoroutines, up.perRSSKB, up.perHeapKB, ks.perGoroutines, ks.perRSSKB, ks.perHeapKB)
+		}
+		fmt.Fprintf(&s, "\nSetup p99 unloaded vs with all sessions held: upstream %.2f → %.2f ms, kubestream %.2f → %.2f ms.\n",
+			r.idleSetupP99["upstream"], r.loadedSetupP99["upstream"], r.idleSetupP99["kubestream"], r.loadedSetupP99["kubestream"])
+	}
+	fmt.Fprintf(&s, "\n![ratios](%s)\n", strings.TrimPrefix(o.svg, "bench/"))
+	if err := os.WriteFile(o.out, []byte(s.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(s.String())
+	return os.WriteFile(o.svg, []byte(r.svg()), 0o644)
+}
+
+// svg draws each figure's ratio to direct SPDY for both translators: bars
+// right of 1.0 are better for throughput, left for latency.
+func (r *results) svg() string {
+	rows := r.rows()
+	var bars []row
+	for _, rw := range rows {
+		if rw.hasDirect && rw.direct > 0 {
+			bars = append(bars, rw)
+		}
+	}
+	const left, width, barH, gap = 230, 420, 12, 14
+	h := 60 + len(bars)*(2*barH+gap)
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, left+width+120, h)
+	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="20" font-size="14">Ratio to direct SPDY (1.0 = as fast as client-go straight to the runtime)</text>`)
+	scale := func(v float64) float64 { return v / 2.0 * width } // 0..2×
+	x1 := left + scale(1)
+	fmt.Fprintf(&s, `<line x1="%.0f" y1="30" x2="%.0f" y2="%d" stroke="#888" stroke-dasharray="4"/>`, x1, x1, h-20)
+	y := 40
+	for _, rw := range bars {
+		fmt.Fprintf(&s, `<text x="10" y="%d">%s</text>`, y+barH+4, rw.name)
+		for i, v := range []float64{rw.up / rw.direct, rw.ks / rw.direct} {
+			color := []string{"#d08770", "#5e81ac"}[i]
+			w := scale(v)
+			if w > width {
+				w = width
+			}
+			fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%.0f" height="%d" fill="%s"/><text x="%.0f" y="%d">%.2f</text>`,
+				left, y+i*barH, w, barH-2, color, float64(left)+w+4, y+i*barH+10, v)
+		}
+		y += 2*barH + gap
+	}
+	fmt.Fprintf(&s, `<rect x="%d" y="%d" width="10" height="10" fill="#d08770"/><text x="%d" y="%d">upstream translator</text>`, left, h-15, left+14, h-6)
+	fmt.Fprintf(&s, `<rect x="%d" y="%d" width="10" height="10" fill="#5e81ac"/><text x="%d" y="%d">kubestream</text>`, left+160, h-15, left+174, h-6)
+	s.WriteString(`</svg>`)
+	return s.String()
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/kubestream/kubestream/cri"
+)
+
+// results holds every figure by path name.
+type results struct {
+	stdoutMBps, stdinMBps        map[string][]float64
+	cpuStdout, cpuStdin          map[string][]float64 // translator CPU s/GiB
+	echoP50, echoP99             map[string][]float64 // µs
+	setupP50, setupP99           map[string][]float64 // ms
+	pfDownMBps, pfUpMBps         map[string][]float64
+	idle                         map[string][]idlePoint
+	loadedSetupP99, idleSetupP99 map[string]float64 // ms
+	concurrency                  map[string]map[int]float64
+	concurrencyLevels            []int
+	size, pfSize                 int64
+	reps, idleMax, echoN, setupN int
+	started                      time.Time
+	inproc                       bool
+}
+
+type idlePoint struct {
+	sessions            int
+	goroutines          int
+	rssKB, heapKB       int64
+	perGoroutines       float64
+	perRSSKB, perHeapKB float64
+}
+
+func newResults(o options) *results {
+	m := func() map[string][]float64 { return map[string][]float64{} }
+	return &results{stdoutMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), echoP50: m(), echoP99: m(),
+		setupP50: m(), setupP99: m(), pfDownMBps: m(), pfUpMBps: m(), idle: map[string][]idlePoint{},
+		loadedSetupP99: map[string]float64{}, idleSetupP99: map[string]float64{},
+		concurrency: map[string]map[int]float64{}, size: o.size, pfSize: o.pfSize, reps: o.reps,
+		idleMax: o.idleMax, echoN: o.echoN, setupN: o.setupN, started: time.Now(), inproc: o.inproc}
+}
+
+func orchestrate(o options) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "kubestream-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
+
+	var endpoint string
+	var children []*child
+	defer func() {
+		for i := len(children) - 1; i >= 0; i-- {
+			children[i].stop()
+		}
+	}()
+	if o.inproc {
+		b, err := startBackend(dir, o.pfSize)
+		if err != nil {
+			return err
+		}
+		defer b.stop()
+		endpoint = b.endpoint
+	} else {
+		b, err := startChild("-role", "backend", "-dir", dir, "-pf-size", itoa(o.pfSize))
+		if err != nil {
+			return err
+		}
+		children = append(children, b)
+		endpoint = b.value
+	}
+	c, err := cri.Dial(ctx, endpoint, time.Minute)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	paths := []*path{{name: "direct", cri: c}}
+	for _, impl := range []string{"upstream", "kubestream"} {
+		p := &path{name: impl, cri: c}
+		if o.inproc {
+			h, err := translatorHandler(impl, c)
+			if err != nil {
+				return err
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: h}
+			go func() { _ = srv.Serve(l) }()
+			defer srv.Close()
+			p.base = "http://" + l.Addr().String()
+		} else {
+			args := []string{"-role", "translator", "-impl", impl, "-cri", endpoint}
+			if o.profileDir != "" {
+				args = append(args, "-profile-dir", o.profileDir)
+			}
+			ch, err := startChild(args...)
+			if err != nil {
+				return err
+			}
+			children = append(children, ch)
+			p.base, p.proc = ch.value, ch
+		}
+		paths = append(paths, p)
+	}
+
+	r := newResults(o)
+	gib := float64(1 << 30)
+	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+	for rep := 1; rep <= o.reps; rep++ {
+		for _, p := range paths {
+			cpu0 := p.proc.cpu()
+			d, err := p.stdout(ctx, o.size)
+			if err != nil {
+				return fmt.Errorf("%s stdout: %w", p.name, err)
+			}
+			cpu1 := p.proc.cpu()
+			r.stdoutMBps[p.name] = append(r.stdoutMBps[p.name], mbps(o.size, d))
+			r.cpuStdout[p.name] = append(r.cpuStdout[p.name], (cpu1-cpu0).Seconds()*gib/float64(o.size))
+
+			d, err = p.stdin(ctx, o.size)
+			if err != nil {
+				return fmt.Errorf("%s stdin: %w", p.name, err)
+			}
+			cpu2 := p.proc.cpu()
+			r.stdinMBps[p.name] = append(r.stdinMBps[p.name], mbps(o.size, d))
+			r.cpuStdin[p.name] = append(r.cpuStdin[p.name], (cpu2-cpu1).Seconds()*gib/float64(o.size))
+
+			lat, err := p.echo(ctx, o.echoN)
+			if err != nil {
+				return fmt.Errorf("%s echo: %w", p.name, err)
+			}
+			r.echoP50[p.name] = append(r.echoP50[p.name], float64(percentile(lat, 0.5).Microseconds()))
+			r.echoP99[p.name] = append(r.echoP99[p.name], float64(percentile(lat, 0.99).Microseconds()))
+
+			setups, err := setupTimes(ctx, p, o.setupN)
+			if err != nil {
+				return fmt.Errorf("%s setup: %w", p.name, err)
+			}
+			r.setupP50[p.name] = append(r.setupP50[p.name], ms(percentile(setups, 0.5)))
+			r.setupP99[p.name] = append(r.setupP99[p.name], ms(percentile(setups, 0.99)))
+
+			if d, err = p.portForward(ctx, o.pfSize, true); err != nil {
+				return fmt.Errorf("%s port-forward down: %w", p.name, err)
+			}
+			r.pfDownMBps[p.name] = append(r.pfDownMBps[p.name], mbps(o.pfSize, d))
+			if d, err = p.portForward(ctx, o.pfSize, false); err != nil {
+				return fmt.Errorf("%s port-forward up: %w", p.name, err)
+			}
+			r.pfUpMBps[p.name] = append(r.pfUpMBps[p.name], mbps(o.pfSize, d))
+			logf("rep %d %-10s stdout %6.0f MB/s stdin %6.0f MB/s echo p50 %4.0fµs setup p50 %5.2fms pf %5.0f/%5.0f MB/s",
+				rep, p.name, last(r.stdoutMBps[p.name]), last(r.stdinMBps[p.name]), last(r.echoP50[p.name]),
+				last(r.setupP50[p.name]), last(r.pfDownMBps[p.name]), last(r.pfUpMBps[p.name]))
+		}
+	}
+
+	for _, n := range strings.Split(o.concurrency, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil || k < 1 {
+			return fmt.Errorf("bad -concurrency %q", o.concurrency)
+		}
+		r.concurrencyLevels = append(r.concurrencyLevels, k)
+		for _, p := range paths {
+			agg, err := concurrentStdout(ctx, p, k, o.size)
+			if err != nil {
+				return fmt.Errorf("%s concurrency %d: %w", p.name, k, err)
+			}
+			if r.concurrency[p.name] == nil {
+				r.concurrency[p.name] = map[int]float64{}
+			}
+			r.concurrency[p.name][k] = agg
+			logf("concurrency %2d %-10s %6.0f MB/s aggregate", k, p.name, agg)
+		}
+	}
+
+	if !o.inproc {
+		for _, p := range paths[1:] {
+			if err := idleScaling(ctx, p, o, r, logf); err != nil {
+				return fmt.Errorf("%s idle sessions: %w", p.name, err)
+			}
+		}
+	}
+	return r.write(o)
+}
+
+func setupTimes(ctx context.Context, p *path, n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < n+5; i++ {
+		d, err := p.setup(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if i >= 5 {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// concurrentStdout runs k transfers of size/k at once; aggregate MB/s.
+func concurrentStdout(ctx context.Context, p *path, k int, size int64) (float64, error) {
+	each := size / int64(k)
+	var wg sync.WaitGroup
+	errs := make(chan error, k)
+	start := time.Now()
+	for i := 0; i < k; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := p.stdout(ctx, each)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	return mbps(each*int64(k), time.Since(start)), nil
+}
+
+// idleScaling opens idle sessions up to o.idleMax, recording the
+// translator's goroutines, RSS and heap per session at each decade, and
+// setup latency with all of them held against an unloaded server.
+func idleScaling(ctx context.Context, p *path, o options, r *results, logf func(string, ...any)) error {
+	unloaded, err := setupTimes(ctx, p, o.setupN)
+	if err != nil {
+		return err
+	}
+	r.idleSetupP99[p.name] = ms(percentile(unloaded, 0.99))
+	base, baseRSS, err := p.stats()
+	if err != nil {
+		return err
+	}
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for level := 1; level <= o.idleMax; level *= 10 {
+		for len(conns) < level {
+			c, err := p.idleSession()
+			if err != nil {
+				return fmt.Errorf("opening idle session %d: %w", len(conns)+1, err)
+			}
+			conns = append(conns, c)
+		}
+		time.Sleep(200 * time.Millisecond)
+		st, rss, err := p.stats()
+		if err != nil {
+			return err
+		}
+		pt := idlePoint{sessions: level, goroutines: st.Goroutines, rssKB: rss, heapKB: int64(st.HeapInuse / 1024),
+			perGoroutines: float64(st.Goroutines-base.Goroutines) / float64(level),
+			perRSSKB:      float64(rss-baseRSS) / float64(level),
+			perHeapKB:     float64(int64(st.HeapInuse)-int64(base.HeapInuse)) / 1024 / float64(level)}
+		r.idle[p.name] = append(r.idle[p.name], pt)
+		logf("idle %-10s %6d sessions: %6.1f goroutines, %7.1f KiB RSS, %7.1f KiB heap per session",
+			p.name, level, pt.perGoroutines, pt.perRSSKB, pt.perHeapKB)
+	}
+	loaded, err := setupTimes(ctx, p, o.setupN)
+	if err != nil {
+		return err
+	}
+	r.loadedSetupP99[p.name] = ms(percentile(loaded, 0.99))
+	logf("setup p99 %-10s unloaded %.2fms, with %d idle sessions %.2fms", p.name, r.idleSetupP99[p.name], len(conns), r.loadedSetupP99[p.name])
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func last(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)-1]
+}
