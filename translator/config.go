@@ -17,8 +17,9 @@ type Config struct {
 	// StreamCreationTimeout bounds dialing the runtime and creating the SPDY
 	// streams (the kubelet's 30s).
 	StreamCreationTimeout time.Duration
-	// PingPeriod is how often the client is pinged; PongTimeout how long
-	// after a ping period without any frame the peer is taken as dead.
+	// PingPeriod is how often the client (and, for remotecommand, the
+	// runtime) is pinged; PongTimeout how long after a ping period without
+	// any frame the client is taken as dead.
 	PingPeriod  time.Duration
 	PongTimeout time.Duration
 	// WriteTimeout bounds one write to the client (upstream writes the
@@ -32,9 +33,6 @@ type Config struct {
 	// MaxMessageSize is the largest WebSocket message accepted from a
 	// client; a larger one ends the session with close code 1009.
 	MaxMessageSize int
-	// RuntimePingPeriod keeps the SPDY connection to the runtime alive
-	// through idle periods (0 disables).
-	RuntimePingPeriod time.Duration
 }
 
 // DefaultConfig mirrors the kubelet's streaming defaults.
@@ -48,6 +46,5 @@ func DefaultConfig() Config {
 		CloseGrace:            5 * time.Second,
 		BufferSize:            32 * 1024,
 		MaxMessageSize:        1 << 20,
-		RuntimePingPeriod:     5 * time.Second,
 	}
 }

@@ -7,17 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/klog/v2"
-	"k8s.io/streaming/pkg/httpstream"
-	"k8s.io/streaming/pkg/httpstream/spdy"
 )
 
 // Options are the streams of a remotecommand session. They must match the
@@ -67,24 +62,30 @@ type rcSession struct {
 	cfg    *Config
 	opts   Options
 	wc     *wsConn
+	rt     *spdyConn
 
-	raw                                    net.Conn // the runtime leg's TCP connection
-	rt                                     httpstream.Connection
-	errStream, stdin, stdout, stderr, size httpstream.Stream
+	// Stream IDs on the runtime connection; 0 when not requested.
+	errID, stdinID, stdoutID, stderrID, resizeID uint32
+	// Runtime streams still open (by ID): the session's output is complete
+	// when none of error, stdout and stderr is.
+	open map[uint32]bool
 
 	bytes     [5]atomic.Uint64
 	stdinOpen bool
+	status    []byte // what the runtime wrote on the error stream
 }
 
 // ServeRemoteCommand translates one v5 session: ws is the client's upgraded
 // WebSocket, dial opens the runtime's SPDY leg. It returns when both sides
-// are closed and every goroutine it started has ended.
+// are closed and every goroutine it started has ended: two per session, the
+// caller's (client to runtime) and one reading the runtime.
 func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, opts Options, cfg Config) Result {
 	s := &rcSession{
 		logger: klog.FromContext(ctx),
 		cfg:    &cfg,
 		opts:   opts,
 		wc:     newWSConn(ws, &cfg),
+		open:   map[uint32]bool{},
 	}
 	defer s.wc.shutdown()
 
@@ -98,7 +99,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.drainUntilClosed()
 		return Result{Status: st, Err: err}
 	}
-	defer s.closeRuntime()
+	defer s.rt.Close()
 
 	// Upstream tells the client the session is up with an empty message on
 	// the lowest output channel; some clients wait for it.
@@ -120,7 +121,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.abort(internalError("session cancelled: the node's streaming server is shutting down"))
 	})
 	defer stop()
-	s.wc.startKeepalive(func() {
+	s.wc.startKeepalive(func() { _ = s.rt.ping() }, func() {
 		s.logger.V(2).Info("Closing idle session", "idleTimeout", cfg.IdleTimeout)
 		s.abort(internalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))
 	})
@@ -149,21 +150,14 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 }
 
 // abort ends the session from the client side of things: the client gets st
-// (if it is still there) and the runtime leg is closed, which ends the
-// output pumps.
+// (if it is still there) and the runtime connection is cut, which ends the
+// output pump.
 func (s *rcSession) abort(st *metav1.Status) {
 	var frame []byte
 	if st != nil {
 		frame = statusFrame(st)
 	}
 	s.wc.closeWith(frame, websocket.CloseNormalClosure, "")
-	s.closeRuntime()
-}
-
-// closeRuntime cuts the runtime leg. The TCP connection goes first: a SPDY
-// close writes frames, and a runtime that stopped reading would block it.
-func (s *rcSession) closeRuntime() {
-	s.raw.Close()
 	s.rt.Close()
 }
 
@@ -177,6 +171,8 @@ func (s *rcSession) drainUntilClosed() {
 	}
 }
 
+// openRuntime dials the runtime, opens the streams the CRI request named
+// (error first, as client-go does) in one burst and waits for the replies.
 func (s *rcSession) openRuntime(ctx context.Context, dial DialFunc) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StreamCreationTimeout)
 	defer cancel()
@@ -191,116 +187,157 @@ func (s *rcSession) openRuntime(ctx context.Context, dial DialFunc) error {
 		conn.Close()
 		return fmt.Errorf("container runtime negotiated %q, kubestream needs %q", proto, RuntimeProtocol)
 	}
-	s.raw = conn
-	s.rt, err = spdy.NewClientConnectionWithPings(conn, s.cfg.RuntimePingPeriod)
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("starting SPDY session with container runtime: %w", err)
-	}
-	// CreateStream waits for the runtime's reply; the timeout must cut that
-	// wait (or a blocked frame write) short too.
-	stop := context.AfterFunc(ctx, s.closeRuntime)
+	s.rt = newSPDYConn(conn)
+	// The timeout must also cut short a blocked write or a missing reply.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	create := func(kind string) (httpstream.Stream, error) {
-		h := http.Header{}
-		h.Set("streamType", kind)
-		st, err := s.rt.CreateStream(h)
-		if err != nil {
-			return nil, fmt.Errorf("creating %s stream with container runtime: %w", kind, err)
-		}
-		return st, nil
-	}
-	// The order is client-go's: error first, so a runtime can always report.
-	s.errStream, err = create("error")
-	if err == nil && s.opts.Stdin {
-		s.stdin, err = create("stdin")
-		s.stdinOpen = err == nil
-	}
-	if err == nil && s.opts.Stdout {
-		s.stdout, err = create("stdout")
-	}
-	if err == nil && s.opts.Stderr {
-		s.stderr, err = create("stderr")
-	}
-	if err == nil && s.opts.TTY {
-		s.size, err = create("resize")
-	}
+	err = s.createStreams()
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("container runtime did not create the streams within the stream creation timeout (%s)", s.cfg.StreamCreationTimeout)
 	} else if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("creating streams with container runtime: %w", ctx.Err())
 	}
 	if err != nil {
-		s.closeRuntime()
+		conn.Close()
 		return err
 	}
 	return nil
 }
 
-// pumpOutputs copies stdout and stderr to the client until the runtime
-// closes them, then forwards the runtime's status. The status goes last, so
-// every output byte is on the wire before it: the client stops reading
-// output once it has the status.
-func (s *rcSession) pumpOutputs() *metav1.Status {
-	var wg sync.WaitGroup
-	if s.stderr != nil && s.stdout != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.pump(s.stderr, ChanStderr)
-		}()
+func (s *rcSession) createStreams() error {
+	type want struct {
+		on   bool
+		kind string
+		id   *uint32
 	}
-	switch {
-	case s.stdout != nil:
-		s.pump(s.stdout, ChanStdout)
-	case s.stderr != nil:
-		s.pump(s.stderr, ChanStderr)
+	pending := map[uint32]string{}
+	for _, w := range []want{
+		{true, "error", &s.errID},
+		{s.opts.Stdin, "stdin", &s.stdinID},
+		{s.opts.Stdout, "stdout", &s.stdoutID},
+		{s.opts.Stderr, "stderr", &s.stderrID},
+		{s.opts.TTY, "resize", &s.resizeID},
+	} {
+		if !w.on {
+			continue
+		}
+		id, err := s.rt.synStream("streamtype", w.kind)
+		if err != nil {
+			return fmt.Errorf("creating %s stream with container runtime: %w", w.kind, err)
+		}
+		*w.id = id
+		pending[id] = w.kind
 	}
-	wg.Wait()
-
-	raw, err := io.ReadAll(io.LimitReader(s.errStream, 64*1024))
-	if err != nil && !s.wc.finished.Load() {
-		s.logger.V(3).Info("Reading runtime status", "err", err)
+	for _, id := range []uint32{s.errID, s.stdoutID, s.stderrID} {
+		if id != 0 {
+			s.open[id] = true
+		}
 	}
-	st, frame := parseRuntimeStatus(raw)
-	if !s.wc.closeWith(frame, websocket.CloseNormalClosure, "") {
-		return nil // the client side ended first; it has had its answer
+	s.stdinOpen = s.stdinID != 0
+	for len(pending) > 0 {
+		f, err := s.rt.next()
+		if err != nil {
+			return fmt.Errorf("waiting for the container runtime to accept the streams: %w", err)
+		}
+		switch {
+		case f.control && f.typ == spdyTypeSynReply:
+			delete(pending, f.id)
+		case f.control && f.typ == spdyTypeRst && pending[f.id] != "":
+			return fmt.Errorf("container runtime rejected the %s stream", pending[f.id])
+		case !f.control:
+			return fmt.Errorf("container runtime sent data on stream %d before accepting all streams", f.id)
+		}
 	}
-	return st
+	return nil
 }
 
-// pump copies one runtime output stream into v5 frames. It keeps reading
-// after the client is gone so the runtime is never blocked on us.
-func (s *rcSession) pump(src io.Reader, ch byte) {
+// pumpOutputs reads the runtime connection until the runtime has closed
+// the error, stdout and stderr streams (or the connection), writing output
+// to the client as it comes, then forwards the runtime's status. One reader
+// keeps the runtime's frame order: every output byte is on the wire before
+// the status, and the client stops reading output once it has the status.
+func (s *rcSession) pumpOutputs() *metav1.Status {
 	buf := make([]byte, 1+s.cfg.BufferSize)
-	buf[0] = ch
 	writing := true
-	for {
-		n, err := src.Read(buf[1:])
-		if n > 0 && writing {
+	for len(s.open) > 0 {
+		f, err := s.rt.next()
+		if err != nil {
+			if !errors.Is(err, errGoAway) && !s.wc.finished.Load() {
+				s.logger.V(3).Info("Runtime connection ended", "err", err)
+			}
+			break
+		}
+		if f.control { // a reset: the runtime is done with that stream
+			delete(s.open, f.id)
+			continue
+		}
+		ch := byte(0)
+		switch f.id {
+		case s.stdoutID:
+			ch = ChanStdout
+		case s.stderrID:
+			ch = ChanStderr
+		case s.errID:
+			if err := s.readStatus(f.length); err != nil {
+				break
+			}
+		}
+		for rem := f.length; ch != 0 && rem > 0; {
+			n := min(rem, s.cfg.BufferSize)
+			if err := s.rt.readPayload(buf[1 : 1+n]); err != nil {
+				rem = -1
+				break
+			}
+			rem -= n
+			if !writing {
+				continue
+			}
+			buf[0] = ch
 			if werr := s.wc.writeFrame(buf[:1+n]); werr != nil {
 				writing = false
 				if !errors.Is(werr, errSessionClosed) {
 					// The client cannot take output: the session is over.
 					s.logger.V(3).Info("Writing to client failed", "channel", ch, "err", werr)
 					s.wc.closeWith(nil, websocket.CloseGoingAway, "")
-					s.closeRuntime()
+					s.rt.Close()
 				}
-			} else {
-				s.bytes[ch].Add(uint64(n))
+				continue
 			}
+			s.bytes[ch].Add(uint64(n))
 		}
-		if err != nil {
-			return
+		if f.id != s.stdoutID && f.id != s.stderrID && f.id != s.errID {
+			_ = s.rt.discard(f.length)
+		}
+		if f.flags&spdyFlagFin != 0 {
+			delete(s.open, f.id)
 		}
 	}
+	st, frame := parseRuntimeStatus(s.status)
+	if !s.wc.closeWith(frame, websocket.CloseNormalClosure, "") {
+		return nil // the client side ended first; it has had its answer
+	}
+	return st
+}
+
+// readStatus appends error-stream data, keeping at most 64 KiB.
+func (s *rcSession) readStatus(n int) error {
+	keep := min(n, 64*1024-len(s.status))
+	if keep > 0 {
+		s.status = append(s.status, make([]byte, keep)...)
+		if err := s.rt.readPayload(s.status[len(s.status)-keep:]); err != nil {
+			return err
+		}
+	}
+	return s.rt.discard(n - max(keep, 0))
 }
 
 // readLoop carries client frames to the runtime until the client closes,
 // the connection breaks or the client breaks the protocol.
 func (s *rcSession) readLoop() error {
 	defer close(s.wc.readDone)
-	buf := make([]byte, s.cfg.BufferSize)
+	// Room for a SPDY data frame header in front of the payload, so client
+	// bytes go to the runtime without a copy.
+	buf := make([]byte, spdyHeaderLen+s.cfg.BufferSize)
 	for {
 		mt, r, err := s.wc.ws.NextReader()
 		if err != nil {
@@ -323,11 +360,11 @@ func (s *rcSession) readLoop() error {
 			if !s.stdinOpen {
 				return protoErrf("data on stdin, which is not open")
 			}
-			if err := s.copyIn(r, s.stdin, buf, ch); err != nil {
+			if err := s.copyIn(r, s.stdinID, buf, ch); err != nil {
 				return err
 			}
 		case ChanResize:
-			if s.size == nil {
+			if s.resizeID == 0 {
 				return protoErrf("resize without a tty")
 			}
 			if err := s.resize(r, buf); err != nil {
@@ -343,11 +380,11 @@ func (s *rcSession) readLoop() error {
 	}
 }
 
-func (s *rcSession) copyIn(r io.Reader, dst io.Writer, buf []byte, ch byte) error {
+func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 	for {
-		n, err := r.Read(buf)
+		n, err := r.Read(buf[spdyHeaderLen:])
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if werr := s.rt.writeData(id, buf[:spdyHeaderLen+n], false); werr != nil {
 				// The runtime stopped taking input (the process exited); the
 				// status will follow. Keep reading the client.
 				s.logger.V(4).Info("Runtime refused input", "channel", ch, "err", werr)
@@ -371,27 +408,35 @@ type TerminalSize struct {
 }
 
 func (s *rcSession) resize(r io.Reader, buf []byte) error {
-	n, err := io.ReadFull(r, buf)
+	payload := buf[spdyHeaderLen:]
+	n, err := io.ReadFull(r, payload)
 	if err != io.ErrUnexpectedEOF && err != io.EOF {
 		if err == nil {
-			return protoErrf("resize message larger than %d bytes", len(buf))
+			return protoErrf("resize message larger than %d bytes", len(payload))
 		}
 		return err
 	}
 	s.bytes[ChanResize].Add(uint64(n))
-	dec := json.NewDecoder(bytes.NewReader(buf[:n]))
+	// Decode everything first: a bad message must not half-apply.
+	dec := json.NewDecoder(bytes.NewReader(payload[:n]))
+	var sizes []TerminalSize
 	for {
 		var size TerminalSize
 		if err := dec.Decode(&size); err == io.EOF {
-			return nil
+			break
 		} else if err != nil {
-			return protoErrf("invalid resize message %q: %v", truncate(buf[:n], 64), err)
+			return protoErrf("invalid resize message %q: %v", truncate(payload[:n], 64), err)
 		}
+		sizes = append(sizes, size)
+	}
+	for _, size := range sizes {
 		out, _ := json.Marshal(size)
-		if _, err := s.size.Write(out); err != nil {
+		frame := append(buf[:spdyHeaderLen], out...)
+		if err := s.rt.writeData(s.resizeID, frame, false); err != nil {
 			s.logger.V(4).Info("Runtime refused resize", "err", err)
 		}
 	}
+	return nil
 }
 
 func (s *rcSession) closeChannel(r io.Reader, buf []byte) error {
@@ -406,12 +451,13 @@ func (s *rcSession) closeChannel(r io.Reader, buf []byte) error {
 		}
 		s.stdinOpen = false
 		// A SPDY FIN: the runtime's process sees EOF on stdin.
-		if err := s.stdin.Close(); err != nil {
+		if err := s.rt.finish(s.stdinID); err != nil {
 			s.logger.V(4).Info("Half-closing runtime stdin", "err", err)
 		}
 	case ChanResize:
-		if s.size != nil {
-			_ = s.size.Close()
+		if s.resizeID != 0 {
+			_ = s.rt.finish(s.resizeID)
+			s.resizeID = 0
 		}
 	default:
 		return protoErrf("close signal for channel %d, which a client cannot close", buf[0])

@@ -58,7 +58,9 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 		rt.Close()
 	})
 	defer stop()
-	wc.startKeepalive(func() {
+	// The SPDY session inside belongs to client and runtime; their pings
+	// cross the tunnel, so only the client leg needs ours.
+	wc.startKeepalive(nil, func() {
 		logger.V(2).Info("Closing idle port-forward tunnel", "idleTimeout", cfg.IdleTimeout)
 		wc.closeWith(nil, websocket.CloseNormalClosure, "idle timeout")
 		rt.Close()

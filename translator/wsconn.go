@@ -66,10 +66,11 @@ func (c *wsConn) extendReadDeadline() {
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.PingPeriod + c.cfg.PongTimeout))
 }
 
-// startKeepalive pings the client every PingPeriod and ends the session with
-// onIdle when no data frame crossed it for IdleTimeout. time.AfterFunc keeps
-// an idle session free of a parked goroutine.
-func (c *wsConn) startKeepalive(onIdle func()) {
+// startKeepalive pings the client every PingPeriod (calling onTick, which
+// keeps the other leg alive too) and ends the session with onIdle when no
+// data frame crossed it for IdleTimeout. time.AfterFunc keeps an idle
+// session free of a parked goroutine.
+func (c *wsConn) startKeepalive(onTick, onIdle func()) {
 	var last uint64
 	idleSince := time.Now()
 	var tick func()
@@ -85,6 +86,9 @@ func (c *wsConn) startKeepalive(onIdle func()) {
 			return
 		}
 		_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(c.cfg.WriteTimeout))
+		if onTick != nil {
+			onTick()
+		}
 		c.mu.Lock()
 		if !c.closing {
 			c.timer.Reset(c.cfg.PingPeriod)

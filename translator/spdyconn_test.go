@@ -1,0 +1,99 @@
+package translator
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
+)
+
+// TestSPDYConnAgainstSpdystream: the hand-written client against the SPDY
+// server runtimes use (k8s.io/streaming over spdystream): streams open
+// with the right headers, data flows both ways, FIN half-closes.
+func TestSPDYConnAgainstSpdystream(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	streams := make(chan httpstream.Stream, 10)
+	var srvConn httpstream.Connection
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		srvConn, err = spdy.NewServerConnection(c, func(s httpstream.Stream, replySent <-chan struct{}) error {
+			streams <- s
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newSPDYConn(c)
+	defer sc.Close()
+	kinds := []string{"error", "stdin", "stdout", "stderr", "resize"}
+	ids := map[string]uint32{}
+	for _, k := range kinds {
+		id, err := sc.synStream("streamtype", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[k] = id
+	}
+	got := map[string]httpstream.Stream{}
+	for range kinds {
+		select {
+		case s := <-streams:
+			got[s.Headers().Get("streamType")] = s
+		case <-time.After(5 * time.Second):
+			t.Fatalf("server saw only %d streams: %v", len(got), got)
+		}
+	}
+	replies := 0
+	for replies < len(kinds) {
+		f, err := sc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.control && f.typ == spdyTypeSynReply {
+			replies++
+		}
+	}
+	// client → server, then FIN
+	buf := append(make([]byte, spdyHeaderLen), "hello"...)
+	if err := sc.writeData(ids["stdin"], buf, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.finish(ids["stdin"]); err != nil {
+		t.Fatal(err)
+	}
+	in, err := io.ReadAll(got["stdin"])
+	if err != nil || string(in) != "hello" {
+		t.Fatalf("server read %q %v", in, err)
+	}
+	// server → client
+	go func() { _, _ = got["stdout"].Write([]byte("world")); got["stdout"].Close() }()
+	f, err := sc.next()
+	if err != nil || f.control || f.id != ids["stdout"] || f.length != 5 {
+		t.Fatalf("frame %+v %v", f, err)
+	}
+	p := make([]byte, 5)
+	if err := sc.readPayload(p); err != nil || string(p) != "world" {
+		t.Fatalf("payload %q %v", p, err)
+	}
+	srvConn.Close()
+	wg.Wait()
+}
