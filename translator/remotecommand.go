@@ -257,7 +257,6 @@ func (s *rcSession) createStreams() error {
 // keeps the runtime's frame order: every output byte is on the wire before
 // the status, and the client stops reading output once it has the status.
 func (s *rcSession) pumpOutputs() *metav1.Status {
-	buf := make([]byte, 1+s.cfg.BufferSize)
 	writing := true
 	for len(s.open) > 0 {
 		f, err := s.rt.next()
@@ -282,7 +281,12 @@ func (s *rcSession) pumpOutputs() *metav1.Status {
 				break
 			}
 		}
+		var bp *[]byte
+		if ch != 0 && f.length > 0 {
+			bp = getBuf(1 + s.cfg.BufferSize)
+		}
 		for rem := f.length; ch != 0 && rem > 0; {
+			buf := *bp
 			n := min(rem, s.cfg.BufferSize)
 			if err := s.rt.readPayload(buf[1 : 1+n]); err != nil {
 				rem = -1
@@ -304,6 +308,9 @@ func (s *rcSession) pumpOutputs() *metav1.Status {
 				continue
 			}
 			s.bytes[ch].Add(uint64(n))
+		}
+		if bp != nil {
+			putBuf(bp)
 		}
 		if f.id != s.stdoutID && f.id != s.stderrID && f.id != s.errID {
 			_ = s.rt.discard(f.length)
@@ -335,9 +342,6 @@ func (s *rcSession) readStatus(n int) error {
 // the connection breaks or the client breaks the protocol.
 func (s *rcSession) readLoop() error {
 	defer close(s.wc.readDone)
-	// Room for a SPDY data frame header in front of the payload, so client
-	// bytes go to the runtime without a copy.
-	buf := make([]byte, spdyHeaderLen+s.cfg.BufferSize)
 	for {
 		mt, r, err := s.wc.ws.NextReader()
 		if err != nil {
@@ -347,42 +351,61 @@ func (s *rcSession) readLoop() error {
 		if mt != websocket.BinaryMessage {
 			return protoErrf("text message; v5 carries binary messages only")
 		}
-		n, err := io.ReadFull(r, buf[:1])
-		if n == 0 {
-			if err == io.EOF {
-				continue // an empty message carries nothing
-			}
+		// Room for a SPDY data frame header in front of the payload, so
+		// client bytes go to the runtime without a copy.
+		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize)
+		err = s.handleMessage(r, *bp)
+		putBuf(bp)
+		if err != nil {
 			return err
-		}
-		s.wc.activity.Add(1)
-		switch ch := buf[0]; ch {
-		case ChanStdin:
-			if !s.stdinOpen {
-				return protoErrf("data on stdin, which is not open")
-			}
-			if err := s.copyIn(r, s.stdinID, buf, ch); err != nil {
-				return err
-			}
-		case ChanResize:
-			if s.resizeID == 0 {
-				return protoErrf("resize without a tty")
-			}
-			if err := s.resize(r, buf); err != nil {
-				return err
-			}
-		case chanClose:
-			if err := s.closeChannel(r, buf); err != nil {
-				return err
-			}
-		default:
-			return protoErrf("unknown client channel %d", ch)
 		}
 	}
 }
 
+// handleMessage carries one client message to the runtime.
+func (s *rcSession) handleMessage(r io.Reader, buf []byte) error {
+	n, err := io.ReadFull(r, buf[:1])
+	if n == 0 {
+		if err == io.EOF {
+			return nil // an empty message carries nothing
+		}
+		return err
+	}
+	s.wc.activity.Add(1)
+	switch ch := buf[0]; ch {
+	case ChanStdin:
+		if !s.stdinOpen {
+			return protoErrf("data on stdin, which is not open")
+		}
+		if err := s.copyIn(r, s.stdinID, buf, ch); err != nil {
+			return err
+		}
+	case ChanResize:
+		if s.resizeID == 0 {
+			return protoErrf("resize without a tty")
+		}
+		if err := s.resize(r, buf); err != nil {
+			return err
+		}
+	case chanClose:
+		if err := s.closeChannel(r, buf); err != nil {
+			return err
+		}
+	default:
+		return protoErrf("unknown client channel %d", ch)
+	}
+	return nil
+}
+
 func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 	for {
-		n, err := r.Read(buf[spdyHeaderLen:])
+		// Fill the buffer before writing: gorilla hands a message over in
+		// pieces (what its bufio holds, then the rest), and each write is a
+		// syscall and a SPDY frame.
+		n, err := io.ReadFull(r, buf[spdyHeaderLen:])
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
 		if n > 0 {
 			if werr := s.rt.writeData(id, buf[:spdyHeaderLen+n], false); werr != nil {
 				// The runtime stopped taking input (the process exited); the

@@ -69,6 +69,24 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	buf := make([]byte, cfg.BufferSize)
 	readErr := func() error {
 		defer close(wc.readDone)
+		// client-go writes each SPDY frame as several messages (header
+		// words, then payload); passing each on would cost a syscall and a
+		// TCP segment apiece. Bytes are held until they end a frame (or
+		// fill the buffer): the rest of a started frame is always on its
+		// way, so holding it never stalls the session.
+		var frames spdyBoundary
+		fill := 0
+		flush := func() error {
+			if fill == 0 {
+				return nil
+			}
+			if _, err := rt.Write(buf[:fill]); err != nil {
+				return fmt.Errorf("writing tunnel data to runtime: %w", err)
+			}
+			res.BytesUp += uint64(fill)
+			fill = 0
+			return nil
+		}
 		for {
 			mt, r, err := ws.NextReader()
 			if err != nil {
@@ -80,17 +98,23 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 			}
 			wc.activity.Add(1)
 			for {
-				n, err := r.Read(buf)
-				if n > 0 {
-					if _, werr := rt.Write(buf[:n]); werr != nil {
-						return fmt.Errorf("writing tunnel data to runtime: %w", werr)
+				n, err := r.Read(buf[fill:])
+				frames.feed(buf[fill : fill+n])
+				fill += n
+				if fill == len(buf) {
+					if err := flush(); err != nil {
+						return err
 					}
-					res.BytesUp += uint64(n)
 				}
 				if err == io.EOF {
 					break
 				}
 				if err != nil {
+					return err
+				}
+			}
+			if frames.atBoundary() {
+				if err := flush(); err != nil {
 					return err
 				}
 			}
@@ -111,3 +135,32 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	<-pumpDone
 	return res
 }
+
+// spdyBoundary follows SPDY frame boundaries in a byte stream. Every SPDY
+// frame, control or data, has its 24-bit length in bytes 5-7 of its 8-byte
+// header.
+type spdyBoundary struct {
+	hdr  [spdyHeaderLen]byte
+	nhdr int // header bytes of the current frame seen so far
+	rem  int // payload bytes of the current frame still to come
+}
+
+func (b *spdyBoundary) feed(p []byte) {
+	for len(p) > 0 {
+		if b.rem > 0 {
+			k := min(b.rem, len(p))
+			b.rem -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(b.hdr[b.nhdr:], p)
+		b.nhdr += k
+		p = p[k:]
+		if b.nhdr == spdyHeaderLen {
+			b.rem = int(b.hdr[5])<<16 | int(b.hdr[6])<<8 | int(b.hdr[7])
+			b.nhdr = 0
+		}
+	}
+}
+
+func (b *spdyBoundary) atBoundary() bool { return b.nhdr == 0 && b.rem == 0 }

@@ -1,0 +1,25 @@
+package translator
+
+import "sync"
+
+// Copy buffers are borrowed per message or frame and returned at once, so
+// a session waiting for data holds none: what an idle session costs is its
+// connections' small bufio buffers and two goroutine stacks.
+var bufPools sync.Map // size → *sync.Pool of *[]byte
+
+func getBuf(size int) *[]byte {
+	p, ok := bufPools.Load(size)
+	if !ok {
+		p, _ = bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
+			b := make([]byte, size)
+			return &b
+		}})
+	}
+	return p.(*sync.Pool).Get().(*[]byte)
+}
+
+func putBuf(b *[]byte) {
+	if p, ok := bufPools.Load(len(*b)); ok {
+		p.(*sync.Pool).Put(b)
+	}
+}
