@@ -72,6 +72,7 @@ type rcSession struct {
 
 	bytes     [5]atomic.Uint64
 	stdinOpen bool
+	writing   bool   // the client still takes output (pump goroutine only)
 	status    []byte // what the runtime wrote on the error stream
 }
 
@@ -257,66 +258,17 @@ func (s *rcSession) createStreams() error {
 // keeps the runtime's frame order: every output byte is on the wire before
 // the status, and the client stops reading output once it has the status.
 func (s *rcSession) pumpOutputs() *metav1.Status {
-	writing := true
+	s.writing = true
 	for len(s.open) > 0 {
 		f, err := s.rt.next()
+		if err == nil {
+			err = s.forward(f)
+		}
 		if err != nil {
 			if !errors.Is(err, errGoAway) && !s.wc.finished.Load() {
 				s.logger.V(3).Info("Runtime connection ended", "err", err)
 			}
 			break
-		}
-		if f.control { // a reset: the runtime is done with that stream
-			delete(s.open, f.id)
-			continue
-		}
-		ch := byte(0)
-		switch f.id {
-		case s.stdoutID:
-			ch = ChanStdout
-		case s.stderrID:
-			ch = ChanStderr
-		case s.errID:
-			if err := s.readStatus(f.length); err != nil {
-				break
-			}
-		}
-		var bp *[]byte
-		if ch != 0 && f.length > 0 {
-			bp = getBuf(1 + s.cfg.BufferSize)
-		}
-		for rem := f.length; ch != 0 && rem > 0; {
-			buf := *bp
-			n := min(rem, s.cfg.BufferSize)
-			if err := s.rt.readPayload(buf[1 : 1+n]); err != nil {
-				rem = -1
-				break
-			}
-			rem -= n
-			if !writing {
-				continue
-			}
-			buf[0] = ch
-			if werr := s.wc.writeFrame(buf[:1+n]); werr != nil {
-				writing = false
-				if !errors.Is(werr, errSessionClosed) {
-					// The client cannot take output: the session is over.
-					s.logger.V(3).Info("Writing to client failed", "channel", ch, "err", werr)
-					s.wc.closeWith(nil, websocket.CloseGoingAway, "")
-					s.rt.Close()
-				}
-				continue
-			}
-			s.bytes[ch].Add(uint64(n))
-		}
-		if bp != nil {
-			putBuf(bp)
-		}
-		if f.id != s.stdoutID && f.id != s.stderrID && f.id != s.errID {
-			_ = s.rt.discard(f.length)
-		}
-		if f.flags&spdyFlagFin != 0 {
-			delete(s.open, f.id)
 		}
 	}
 	st, frame := parseRuntimeStatus(s.status)
@@ -324,6 +276,64 @@ func (s *rcSession) pumpOutputs() *metav1.Status {
 		return nil // the client side ended first; it has had its answer
 	}
 	return st
+}
+
+// forward acts on one frame from the runtime.
+func (s *rcSession) forward(f frame) error {
+	if f.control { // a reset: the runtime is done with that stream
+		delete(s.open, f.id)
+		return nil
+	}
+	var err error
+	switch f.id {
+	case s.stdoutID:
+		err = s.output(ChanStdout, f.length)
+	case s.stderrID:
+		err = s.output(ChanStderr, f.length)
+	case s.errID:
+		err = s.readStatus(f.length)
+	default:
+		err = s.rt.discard(f.length)
+	}
+	if f.flags&spdyFlagFin != 0 {
+		delete(s.open, f.id)
+	}
+	return err
+}
+
+// output copies a data frame's payload to the client on channel ch, read
+// straight into a v5 frame behind the channel byte. Once the client cannot
+// take output the payload is still read, so the runtime never blocks on us.
+func (s *rcSession) output(ch byte, length int) error {
+	if length == 0 {
+		return nil
+	}
+	bp := getBuf(1 + s.cfg.BufferSize)
+	defer putBuf(bp)
+	buf := *bp
+	buf[0] = ch
+	for rem := length; rem > 0; {
+		n := min(rem, s.cfg.BufferSize)
+		if err := s.rt.readPayload(buf[1 : 1+n]); err != nil {
+			return err
+		}
+		rem -= n
+		if !s.writing {
+			continue
+		}
+		if werr := s.wc.writeFrame(buf[:1+n]); werr != nil {
+			s.writing = false
+			if !errors.Is(werr, errSessionClosed) {
+				// The client cannot take output: the session is over.
+				s.logger.V(3).Info("Writing to client failed", "channel", ch, "err", werr)
+				s.wc.closeWith(nil, websocket.CloseGoingAway, "")
+				s.rt.Close()
+			}
+			continue
+		}
+		s.bytes[ch].Add(uint64(n))
+	}
+	return nil
 }
 
 // readStatus appends error-stream data, keeping at most 64 KiB.

@@ -35,7 +35,8 @@ type spdyConn struct {
 	nextID     uint32     // client streams are odd
 	headerSent bool       // the zlib stream header went out with the first block
 	pingID     uint32
-	ctl        [32]byte // scratch for control frames, under wmu
+	ctl        [32]byte            // scratch for control frames, under wmu
+	rbuf       [spdyHeaderLen]byte // scratch of the single reader; a field so nothing escapes per frame
 }
 
 const (
@@ -179,9 +180,9 @@ var errGoAway = errors.New("container runtime ended the SPDY session")
 // need an answer or carry nothing for the caller (PING, SETTINGS,
 // WINDOW_UPDATE, HEADERS) are handled here.
 func (c *spdyConn) next() (frame, error) {
-	var h [spdyHeaderLen]byte
+	h := c.rbuf[:]
 	for {
-		if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		if _, err := io.ReadFull(c.br, h); err != nil {
 			return frame{}, err
 		}
 		f := frame{flags: h[4], length: int(h[5])<<16 | int(h[6])<<8 | int(h[7])}
@@ -193,14 +194,13 @@ func (c *spdyConn) next() (frame, error) {
 		f.typ = uint16(h[2])<<8 | uint16(h[3])
 		switch f.typ {
 		case spdyTypeSynReply, spdyTypeRst:
-			var id [4]byte
 			if f.length < 4 {
 				return f, fmt.Errorf("short SPDY control frame type %d", f.typ)
 			}
-			if _, err := io.ReadFull(c.br, id[:]); err != nil {
+			if _, err := io.ReadFull(c.br, h[:4]); err != nil {
 				return f, err
 			}
-			f.id = binary.BigEndian.Uint32(id[:]) & 0x7fffffff
+			f.id = binary.BigEndian.Uint32(h[:4]) & 0x7fffffff
 			// The rest (the reply's compressed headers, the reset's
 			// status) is of no use to a client that never reads headers,
 			// so the decompressor's state need not be kept either.
@@ -212,15 +212,15 @@ func (c *spdyConn) next() (frame, error) {
 			_ = c.discard(f.length)
 			return f, errGoAway
 		case spdyTypePing:
-			var p [4]byte
 			if f.length != 4 {
 				return f, fmt.Errorf("SPDY ping of %d bytes", f.length)
 			}
-			if _, err := io.ReadFull(c.br, p[:]); err != nil {
+			p := h[:4]
+			if _, err := io.ReadFull(c.br, p); err != nil {
 				return f, err
 			}
-			if binary.BigEndian.Uint32(p[:])%2 == 0 { // the runtime's ping: answer it
-				if err := c.writeControl(spdyTypePing, p[:]); err != nil {
+			if binary.BigEndian.Uint32(p)%2 == 0 { // the runtime's ping: answer it
+				if err := c.writeControl(spdyTypePing, p); err != nil {
 					return f, err
 				}
 			}

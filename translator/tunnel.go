@@ -32,26 +32,18 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		buf := make([]byte, cfg.BufferSize)
-		for {
-			n, err := rt.Read(buf)
-			if n > 0 {
-				if werr := wc.writeFrame(buf[:n]); werr != nil {
-					if !errors.Is(werr, errSessionClosed) {
-						logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
-						wc.closeWith(nil, websocket.CloseGoingAway, "")
-					}
-					rt.Close()
-					return
-				}
-				res.BytesDown += uint64(n)
+		var werr error
+		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, cfg.BufferSize))
+		if werr != nil {
+			if !errors.Is(werr, errSessionClosed) {
+				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
+				wc.closeWith(nil, websocket.CloseGoingAway, "")
 			}
-			if err != nil {
-				// The runtime ended the SPDY session.
-				wc.closeWith(nil, websocket.CloseNormalClosure, "")
-				return
-			}
+			rt.Close()
+			return
 		}
+		// The runtime ended the SPDY session.
+		wc.closeWith(nil, websocket.CloseNormalClosure, "")
 	}()
 	stop := context.AfterFunc(ctx, func() {
 		wc.closeWith(nil, websocket.CloseGoingAway, "node streaming server shutting down")
@@ -134,6 +126,24 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	rt.Close()
 	<-pumpDone
 	return res
+}
+
+// tunnelDown copies the runtime's bytes to the client, one message per read,
+// until the runtime's side ends (nil) or the client's does (the error).
+func tunnelDown(wc *wsConn, rt net.Conn, buf []byte) (uint64, error) {
+	var total uint64
+	for {
+		n, err := rt.Read(buf)
+		if n > 0 {
+			if werr := wc.writeFrame(buf[:n]); werr != nil {
+				return total, werr
+			}
+			total += uint64(n)
+		}
+		if err != nil {
+			return total, nil
+		}
+	}
 }
 
 // spdyBoundary follows SPDY frame boundaries in a byte stream. Every SPDY

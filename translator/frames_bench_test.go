@@ -1,0 +1,192 @@
+package translator
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Frame-path benchmarks: one 32 KiB payload per op through the code that
+// runs for every frame of a session, over in-memory connections that cost
+// nothing, so allocs/op and ns/op are the translator's own. `make bench`
+// runs them with -benchmem.
+
+const benchPayload = 32 * 1024
+
+// loopConn is a net.Conn whose reads replay src forever (or n times) and
+// whose writes vanish.
+type loopConn struct {
+	src  []byte
+	off  int
+	left int // replays left; <0 forever
+}
+
+func (c *loopConn) Read(p []byte) (int, error) {
+	if c.off == len(c.src) {
+		if c.left == 0 {
+			return 0, io.EOF
+		}
+		c.left--
+		c.off = 0
+	}
+	n := copy(p, c.src[c.off:])
+	c.off += n
+	return n, nil
+}
+func (c *loopConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *loopConn) Close() error                     { return nil }
+func (c *loopConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *loopConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *loopConn) SetDeadline(time.Time) error      { return nil }
+func (c *loopConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *loopConn) SetWriteDeadline(time.Time) error { return nil }
+
+// hijacker hands gorilla's Upgrader a loopConn as the client connection.
+type hijacker struct {
+	httptest.ResponseRecorder
+	conn net.Conn
+}
+
+func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return h.conn, bufio.NewReadWriter(bufio.NewReaderSize(h.conn, 4096), bufio.NewWriter(h.conn)), nil
+}
+
+// serverWS upgrades a fake request over conn, as the server does.
+func serverWS(b *testing.B, conn net.Conn) *websocket.Conn {
+	b.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/exec", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	req.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io")
+	up := websocket.Upgrader{Subprotocols: []string{"v5.channel.k8s.io"}, WriteBufferSize: benchPayload + 16}
+	ws, err := up.Upgrade(&hijacker{conn: conn}, req, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ws
+}
+
+// clientFrame encodes a masked binary client message (mask key 0).
+func clientFrame(payload []byte) []byte {
+	n := len(payload)
+	f := []byte{0x82, 0x80 | 126, byte(n >> 8), byte(n), 0, 0, 0, 0}
+	if n < 126 {
+		f = []byte{0x82, 0x80 | byte(n), 0, 0, 0, 0}
+	}
+	return append(f, payload...)
+}
+
+func benchSession(b *testing.B, wsConn net.Conn, rtConn net.Conn) *rcSession {
+	cfg := DefaultConfig()
+	cfg.BufferSize = benchPayload
+	s := &rcSession{cfg: &cfg, wc: newWSConn(serverWS(b, wsConn), &cfg), rt: newSPDYConn(rtConn),
+		stdinID: 3, stdoutID: 5, stdinOpen: true, writing: true, open: map[uint32]bool{5: true}}
+	return s
+}
+
+// BenchmarkFrameIn: a v5 stdin message from the client becomes a SPDY data
+// frame to the runtime.
+func BenchmarkFrameIn(b *testing.B) {
+	payload := append([]byte{ChanStdin}, make([]byte, benchPayload)...)
+	s := benchSession(b, &loopConn{src: clientFrame(payload), left: -1}, &loopConn{})
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, r, err := s.wc.ws.NextReader()
+		if err != nil {
+			b.Fatal(err)
+		}
+		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize)
+		if err := s.handleMessage(r, *bp); err != nil {
+			b.Fatal(err)
+		}
+		putBuf(bp)
+	}
+}
+
+// BenchmarkFrameOut: a SPDY data frame on the runtime's stdout becomes a v5
+// message to the client.
+func BenchmarkFrameOut(b *testing.B) {
+	frame := make([]byte, spdyHeaderLen+benchPayload)
+	binary.BigEndian.PutUint32(frame, 5)
+	putLen24(frame[5:8], benchPayload)
+	s := benchSession(b, &loopConn{}, &loopConn{src: frame, left: -1})
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f, err := s.rt.next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.forward(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTunnelDown: runtime bytes become tunnel messages.
+func BenchmarkTunnelDown(b *testing.B) {
+	cfg := DefaultConfig()
+	wc := newWSConn(serverWS(b, &loopConn{}), &cfg)
+	rt := &loopConn{src: make([]byte, benchPayload), left: b.N}
+	buf := make([]byte, benchPayload)
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	if _, err := tunnelDown(wc, rt, buf); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkTunnelUp: client-go's tunnel messages (SPDY frame header words,
+// then the payload, as separate messages) become coalesced runtime writes.
+// The whole ServeTunnel runs; its set-up is amortised over b.N frames.
+func BenchmarkTunnelUp(b *testing.B) {
+	hdr := make([]byte, spdyHeaderLen)
+	binary.BigEndian.PutUint32(hdr, 1)
+	putLen24(hdr[5:8], benchPayload)
+	var src []byte
+	src = append(src, clientFrame(hdr[:4])...)
+	src = append(src, clientFrame(hdr[4:])...)
+	src = append(src, clientFrame(make([]byte, benchPayload))...)
+	cfg := DefaultConfig()
+	cfg.CloseGrace = time.Millisecond
+	ws := serverWS(b, &loopConn{src: src, left: b.N - 1})
+	rt := &blockingConn{closed: make(chan struct{})}
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	res := ServeTunnel(b.Context(), ws, rt, cfg)
+	if res.BytesUp != uint64(b.N)*(benchPayload+spdyHeaderLen) {
+		b.Fatalf("carried %d bytes for %d frames", res.BytesUp, b.N)
+	}
+}
+
+func putLen24(b []byte, n int) { b[0], b[1], b[2] = byte(n>>16), byte(n>>8), byte(n) }
+
+// blockingConn is a runtime connection that never sends and drops writes.
+type blockingConn struct {
+	loopConn
+	closed chan struct{}
+}
+
+func (c *blockingConn) Read([]byte) (int, error) { <-c.closed; return 0, io.EOF }
+func (c *blockingConn) Close() error {
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	return nil
+}
