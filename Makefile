@@ -24,8 +24,10 @@ test-containerd:
 	hack/containerd-e2e.sh
 
 ## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
+## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.
+BENCHFLAGS ?=
 bench:
-	hack/bench.sh
+	hack/bench.sh $(BENCHFLAGS)
 
 lint:
 	$(GO) vet ./...

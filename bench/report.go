@@ -36,6 +36,8 @@ func (r *results) rows() []row {
 		rows = append(rows,
 			row{name: "translator CPU per GiB stdout", unit: "s", up: m(r.cpuStdout, "upstream"), ks: m(r.cpuStdout, "kubestream"), target: "≤ 1/3 upstream"},
 			row{name: "translator CPU per GiB stdin", unit: "s", up: m(r.cpuStdin, "upstream"), ks: m(r.cpuStdin, "kubestream"), target: "≤ 1/3 upstream"},
+			row{name: "client (client-go) CPU per GiB stdout", unit: "s", direct: m(r.clientStdout, "direct"), up: m(r.clientStdout, "upstream"), ks: m(r.clientStdout, "kubestream"), hasDirect: true},
+			row{name: "client (client-go) CPU per GiB stdin", unit: "s", direct: m(r.clientStdin, "direct"), up: m(r.clientStdin, "upstream"), ks: m(r.clientStdin, "kubestream"), hasDirect: true},
 		)
 		if up, ks := lastIdle(r.idle["upstream"]), lastIdle(r.idle["kubestream"]); up != nil && ks != nil {
 			rows = append(rows,
@@ -134,7 +136,7 @@ func (r *results) svg() string {
 	rows := r.rows()
 	var bars []row
 	for _, rw := range rows {
-		if rw.hasDirect && rw.direct > 0 {
+		if rw.hasDirect && rw.direct > 0 && !strings.HasPrefix(rw.name, "client") {
 			bars = append(bars, rw)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
 	cpuStdout, cpuStdin          map[string][]float64 // translator CPU s/GiB
+	clientStdout, clientStdin    map[string][]float64 // client process CPU s/GiB
 	echoP50, echoP99             map[string][]float64 // µs
 	setupP50, setupP99           map[string][]float64 // ms
 	pfDownMBps, pfUpMBps         map[string][]float64
@@ -43,7 +44,7 @@ type idlePoint struct {
 
 func newResults(o options) *results {
 	m := func() map[string][]float64 { return map[string][]float64{} }
-	return &results{stdoutMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), echoP50: m(), echoP99: m(),
+	return &results{stdoutMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(), echoP50: m(), echoP99: m(),
 		setupP50: m(), setupP99: m(), pfDownMBps: m(), pfUpMBps: m(), idle: map[string][]idlePoint{},
 		loadedSetupP99: map[string]float64{}, idleSetupP99: map[string]float64{},
 		concurrency: map[string]map[int]float64{}, size: o.size, pfSize: o.pfSize, reps: o.reps,
@@ -127,22 +128,25 @@ func orchestrate(o options) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, p := range paths {
-			cpu0 := p.proc.cpu()
+			perGiB := func(d time.Duration) float64 { return d.Seconds() * gib / float64(o.size) }
+			cpu0, self0 := p.proc.cpu(), procCPU(os.Getpid())
 			d, err := p.stdout(ctx, o.size)
 			if err != nil {
 				return fmt.Errorf("%s stdout: %w", p.name, err)
 			}
-			cpu1 := p.proc.cpu()
+			cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
 			r.stdoutMBps[p.name] = append(r.stdoutMBps[p.name], mbps(o.size, d))
-			r.cpuStdout[p.name] = append(r.cpuStdout[p.name], (cpu1-cpu0).Seconds()*gib/float64(o.size))
+			r.cpuStdout[p.name] = append(r.cpuStdout[p.name], perGiB(cpu1-cpu0))
+			r.clientStdout[p.name] = append(r.clientStdout[p.name], perGiB(self1-self0))
 
 			d, err = p.stdin(ctx, o.size)
 			if err != nil {
 				return fmt.Errorf("%s stdin: %w", p.name, err)
 			}
-			cpu2 := p.proc.cpu()
+			cpu2, self2 := p.proc.cpu(), procCPU(os.Getpid())
 			r.stdinMBps[p.name] = append(r.stdinMBps[p.name], mbps(o.size, d))
-			r.cpuStdin[p.name] = append(r.cpuStdin[p.name], (cpu2-cpu1).Seconds()*gib/float64(o.size))
+			r.cpuStdin[p.name] = append(r.cpuStdin[p.name], perGiB(cpu2-cpu1))
+			r.clientStdin[p.name] = append(r.clientStdin[p.name], perGiB(self2-self1))
 
 			lat, err := p.echo(ctx, o.echoN)
 			if err != nil {
@@ -192,6 +196,15 @@ func orchestrate(o options) error {
 	}
 
 	if !o.inproc {
+		// Unloaded baselines first: right after thousands of sessions
+		// close, backend and translator are still tearing them down.
+		for _, p := range paths[1:] {
+			unloaded, err := setupTimes(ctx, p, o.setupN)
+			if err != nil {
+				return fmt.Errorf("%s setup: %w", p.name, err)
+			}
+			r.idleSetupP99[p.name] = ms(percentile(unloaded, 0.99))
+		}
 		for _, p := range paths[1:] {
 			if err := idleScaling(ctx, p, o, r, logf); err != nil {
 				return fmt.Errorf("%s idle sessions: %w", p.name, err)
@@ -243,11 +256,6 @@ func concurrentStdout(ctx context.Context, p *path, k int, size int64) (float64,
 // translator's goroutines, RSS and heap per session at each decade, and
 // setup latency with all of them held against an unloaded server.
 func idleScaling(ctx context.Context, p *path, o options, r *results, logf func(string, ...any)) error {
-	unloaded, err := setupTimes(ctx, p, o.setupN)
-	if err != nil {
-		return err
-	}
-	r.idleSetupP99[p.name] = ms(percentile(unloaded, 0.99))
 	base, baseRSS, err := p.stats()
 	if err != nil {
 		return err
@@ -258,7 +266,11 @@ func idleScaling(ctx context.Context, p *path, o options, r *results, logf func(
 			c.Close()
 		}
 	}()
-	for level := 1; level <= o.idleMax; level *= 10 {
+	levels := []int{}
+	for l := 1; l < o.idleMax; l *= 10 {
+		levels = append(levels, l)
+	}
+	for _, level := range append(levels, o.idleMax) {
 		for len(conns) < level {
 			c, err := p.idleSession()
 			if err != nil {
@@ -284,6 +296,7 @@ func idleScaling(ctx context.Context, p *path, o options, r *results, logf func(
 		return err
 	}
 	r.loadedSetupP99[p.name] = ms(percentile(loaded, 0.99))
+	defer time.Sleep(5 * time.Second) // let the teardown of the sessions settle
 	logf("setup p99 %-10s unloaded %.2fms, with %d idle sessions %.2fms", p.name, r.idleSetupP99[p.name], len(conns), r.loadedSetupP99[p.name])
 	return nil
 }
