@@ -25,7 +25,8 @@ func TestManifests(t *testing.T) {
 			APIVersion   string          `json:"apiVersion"`
 			FeatureGates map[string]bool `json:"featureGates"`
 			Nodes        []struct {
-				Role string `json:"role"`
+				Role                 string   `json:"role"`
+				KubeadmConfigPatches []string `json:"kubeadmConfigPatches"`
 			} `json:"nodes"`
 		}
 		if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
@@ -33,6 +34,15 @@ func TestManifests(t *testing.T) {
 		}
 		if cfg.Kind != "Cluster" || cfg.APIVersion != "kind.x-k8s.io/v1alpha4" || len(cfg.Nodes) < 2 {
 			t.Fatalf("not a kind cluster with a worker: %+v", cfg)
+		}
+		var worker bool
+		for _, n := range cfg.Nodes {
+			for _, p := range n.KubeadmConfigPatches {
+				worker = worker || (n.Role == "worker" && strings.Contains(p, "feature-gates: ExtendWebSocketsToKubelet=true"))
+			}
+		}
+		if !worker {
+			t.Error("no worker kubelet with ExtendWebSocketsToKubelet on")
 		}
 		for _, g := range []string{"TranslateStreamCloseWebsocketRequests", "PortForwardWebsockets", "ExtendWebSocketsToKubelet"} {
 			if !cfg.FeatureGates[g] {

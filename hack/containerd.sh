@@ -128,17 +128,9 @@ up() {
 EOF
 	if [[ $version == 1* ]]; then config_v2 >"$DIR/config.toml"; else config_v3 >"$DIR/config.toml"; fi
 
-	# containerd finds its shim on PATH: the one built with it goes first.
-	PATH="$bins:$PATH" nohup "$bins/containerd" --config "$DIR/config.toml" --log-level info \
-		>"$DIR/containerd.log" 2>&1 &
-	echo $! >"$DIR/containerd.pid"
+	echo "$bins" >"$DIR/bins"
+	start_containerd "$bins" >/dev/null
 	local ctr=("$bins/ctr" --address "$DIR/containerd.sock")
-	for _ in $(seq 1 100); do
-		"${ctr[@]}" version >/dev/null 2>&1 && break
-		kill -0 "$(cat "$DIR/containerd.pid")" 2>/dev/null || { tail -20 "$DIR/containerd.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	"${ctr[@]}" version >/dev/null
 
 	(cd "$ROOT" && go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out "$DIR/images/busybox.tar" &&
 		go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/pause:e2e \
@@ -153,24 +145,33 @@ export KUBESTREAM_CONTAINERD_VERSION=$("$bins/containerd" --version | awk '{prin
 export KUBESTREAM_CONTAINERD_RESTART="$ROOT/hack/containerd.sh restart $DIR"
 export KUBESTREAM_E2E_IMAGE=docker.io/kubestream/busybox:e2e
 EOF
-	echo "$bins" >"$DIR/bins"
 	log "containerd $(awk -F= '/VERSION/{print $2}' "$DIR/env") up at $DIR (streaming port $PORT)"
+}
+
+# start_containerd runs containerd from bins on $DIR's config, waits until
+# it answers and prints its PID.
+start_containerd() {
+	local bins=$1 pid
+	# containerd finds its shim on PATH: the one built with it goes first.
+	PATH="$bins:$PATH" nohup "$bins/containerd" --config "$DIR/config.toml" --log-level info \
+		>>"$DIR/containerd.log" 2>&1 &
+	pid=$!
+	echo "$pid" >"$DIR/containerd.pid"
+	for _ in $(seq 1 100); do
+		"$bins/ctr" --address "$DIR/containerd.sock" version >/dev/null 2>&1 && { echo "$pid"; return; }
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	tail -20 "$DIR/containerd.log" >&2
+	log "containerd did not start"
+	exit 1
 }
 
 # restart brings containerd back after a test killed it; containers live on
 # in their shims.
 restart() {
 	DIR=$(realpath -m "$1")
-	local bins
-	bins=$(cat "$DIR/bins")
-	PATH="$bins:$PATH" nohup "$bins/containerd" --config "$DIR/config.toml" --log-level info \
-		>>"$DIR/containerd.log" 2>&1 &
-	echo $! >"$DIR/containerd.pid"
-	for _ in $(seq 1 100); do
-		"$bins/ctr" --address "$DIR/containerd.sock" version >/dev/null 2>&1 && { echo $!; return; }
-		sleep 0.1
-	done
-	log "containerd did not come back"; exit 1
+	start_containerd "$(cat "$DIR/bins")"
 }
 
 down() {
