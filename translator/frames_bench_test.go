@@ -139,8 +139,11 @@ func BenchmarkFrameOut(b *testing.B) {
 func BenchmarkTunnelDown(b *testing.B) {
 	cfg := DefaultConfig()
 	wc := newWSConn(serverWS(b, &loopConn{}), &cfg)
-	rt := &loopConn{src: make([]byte, benchPayload), left: b.N}
-	buf := make([]byte, benchPayload)
+	frame := make([]byte, spdyHeaderLen+benchPayload) // a SPDY data frame, as the runtime sends
+	binary.BigEndian.PutUint32(frame, 2)
+	putLen24(frame[5:8], benchPayload)
+	rt := &loopConn{src: frame, left: b.N}
+	buf := make([]byte, spdyHeaderLen+benchPayload)
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -33,7 +33,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	go func() {
 		defer close(pumpDone)
 		var werr error
-		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, cfg.BufferSize))
+		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, spdyHeaderLen+cfg.BufferSize))
 		if werr != nil {
 			if !errors.Is(werr, errSessionClosed) {
 				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
@@ -58,7 +58,8 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 		rt.Close()
 	})
 
-	buf := make([]byte, cfg.BufferSize)
+	// Room for a whole data frame as spdystream writes them (32 KiB).
+	buf := make([]byte, spdyHeaderLen+cfg.BufferSize)
 	readErr := func() error {
 		defer close(wc.readDone)
 		// client-go writes each SPDY frame as several messages (header
@@ -128,17 +129,31 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	return res
 }
 
-// tunnelDown copies the runtime's bytes to the client, one message per read,
-// until the runtime's side ends (nil) or the client's does (the error).
+// tunnelDown copies the runtime's bytes to the client until the runtime's
+// side ends (nil) or the client's does (the error). spdystream writes a
+// frame's header words and payload with separate writes, so a read often
+// ends inside a frame; reading on to the frame's end (its rest is on its
+// way) makes one message of what would have been several.
 func tunnelDown(wc *wsConn, rt net.Conn, buf []byte) (uint64, error) {
 	var total uint64
+	var frames spdyBoundary
 	for {
-		n, err := rt.Read(buf)
-		if n > 0 {
-			if werr := wc.writeFrame(buf[:n]); werr != nil {
+		fill := 0
+		var err error
+		for fill < len(buf) {
+			var n int
+			n, err = rt.Read(buf[fill:])
+			frames.feed(buf[fill : fill+n])
+			fill += n
+			if err != nil || frames.atBoundary() {
+				break
+			}
+		}
+		if fill > 0 {
+			if werr := wc.writeFrame(buf[:fill]); werr != nil {
 				return total, werr
 			}
-			total += uint64(n)
+			total += uint64(fill)
 		}
 		if err != nil {
 			return total, nil
