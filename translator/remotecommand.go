@@ -82,11 +82,12 @@ type rcSession struct {
 // caller's (client to runtime) and one reading the runtime.
 func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, opts Options, cfg Config) Result {
 	s := &rcSession{
-		logger: klog.FromContext(ctx),
-		cfg:    &cfg,
-		opts:   opts,
-		wc:     newWSConn(ws, &cfg),
-		open:   map[uint32]bool{},
+		logger:  klog.FromContext(ctx),
+		cfg:     &cfg,
+		opts:    opts,
+		wc:      newWSConn(ws, &cfg),
+		open:    map[uint32]bool{},
+		writing: true,
 	}
 	defer s.wc.shutdown()
 
@@ -246,7 +247,11 @@ func (s *rcSession) createStreams() error {
 		case f.control && f.typ == spdyTypeRst && pending[f.id] != "":
 			return fmt.Errorf("container runtime rejected the %s stream", pending[f.id])
 		case !f.control:
-			return fmt.Errorf("container runtime sent data on stream %d before accepting all streams", f.id)
+			// Runtimes built on cri-streaming send output only after all
+			// replies; any other order is still valid SPDY.
+			if err := s.forward(f); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -258,7 +263,6 @@ func (s *rcSession) createStreams() error {
 // keeps the runtime's frame order: every output byte is on the wire before
 // the status, and the client stops reading output once it has the status.
 func (s *rcSession) pumpOutputs() *metav1.Status {
-	s.writing = true
 	for len(s.open) > 0 {
 		f, err := s.rt.next()
 		if err == nil {
