@@ -15,9 +15,9 @@ run-containerd:
 build:
 	$(GO) build -o bin/kubestream ./cmd/kubestream
 
-## test: vet, format check, and the conformance suite (client-go's real clients against kubestream serve).
+## test: vet, format check, and the conformance suite under the race detector (client-go's real clients against kubestream serve).
 test: lint
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 ## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
 test-containerd:

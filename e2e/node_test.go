@@ -167,6 +167,26 @@ func (n *node) execURL(sub, pod, container string, stdin, tty bool, command ...s
 	return fmt.Sprintf("%s/%s/default/%s/%s?%s", n.run.URL, sub, pod, container, q.Encode())
 }
 
+// syncBuffer is a bytes.Buffer safe to read while client-go's copy
+// goroutines may still write: StreamWithContext returns on cancellation
+// without waiting for them.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // execResult is one finished remotecommand session.
 type execResult struct {
 	stdout, stderr string
@@ -189,7 +209,7 @@ func (n *node) stream(ctx context.Context, rawURL string, o streamOpts) execResu
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr syncBuffer
 	so := remotecommand.StreamOptions{Stdin: o.stdin, Stdout: &stdout, Tty: o.tty, TerminalSizeQueue: o.sizes}
 	if o.stdout != nil {
 		so.Stdout = o.stdout

@@ -98,7 +98,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 			st.Code = int32(ue.StatusCode)
 		}
 		s.wc.closeWith(statusFrame(st), websocket.CloseNormalClosure, "")
-		s.drainUntilClosed()
+		s.wc.drain()
 		return Result{Status: st, Err: err}
 	}
 	defer s.rt.Close()
@@ -133,10 +133,12 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	switch {
 	case errors.As(readErr, &pe):
 		s.abort(badRequest(pe.Error()))
+		s.wc.drain()
 		res.Err = readErr
 	case errors.Is(readErr, websocket.ErrReadLimit):
 		// gorilla already sent close 1009 to the client.
 		s.abort(nil)
+		s.wc.drain()
 		res.Err = fmt.Errorf("client message larger than %d bytes: %w", cfg.MaxMessageSize, readErr)
 	case !s.wc.finished.Load():
 		// The client left (close frame, reset or silence) while the
@@ -161,16 +163,6 @@ func (s *rcSession) abort(st *metav1.Status) {
 	}
 	s.wc.closeWith(frame, websocket.CloseNormalClosure, "")
 	s.rt.Close()
-}
-
-// drainUntilClosed reads (and drops) client messages until its close reply
-// or the grace deadline, so the close handshake completes.
-func (s *rcSession) drainUntilClosed() {
-	for {
-		if _, _, err := s.wc.ws.NextReader(); err != nil {
-			return
-		}
-	}
 }
 
 // openRuntime dials the runtime, opens the streams the CRI request named

@@ -94,8 +94,8 @@ func TestSPDYConnAgainstSpdystream(t *testing.T) {
 	if err := sc.readPayload(p); err != nil || string(p) != "world" {
 		t.Fatalf("payload %q %v", p, err)
 	}
-	srvConn.Close()
 	wg.Wait()
+	srvConn.Close()
 }
 
 func TestSPDYBoundary(t *testing.T) {

@@ -123,6 +123,9 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 			}
 		}
 		wc.closeWith(nil, code, "")
+		if code != websocket.CloseNormalClosure {
+			wc.drain()
+		}
 	}
 	rt.Close()
 	<-pumpDone

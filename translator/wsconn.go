@@ -2,6 +2,7 @@ package translator
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -142,6 +143,24 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 	// The read loop sees the peer's close reply, or this deadline.
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace))
 	return true
+}
+
+// drain discards what the peer still sends until its close frame, its
+// disconnect or the grace deadline closeWith set, whichever is first, so
+// closing the socket cannot reset data the peer has yet to read (our status
+// and close frame among it). After gorilla's read limit trips it will not
+// read messages any more, so the raw connection is drained instead.
+func (c *wsConn) drain() {
+	for {
+		_, _, err := c.ws.NextReader()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, websocket.ErrReadLimit) {
+			_, _ = io.Copy(io.Discard, c.ws.NetConn())
+		}
+		return
+	}
 }
 
 // shutdown closes the TCP connection after the read loop ended or the grace

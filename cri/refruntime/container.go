@@ -24,7 +24,7 @@ type container struct {
 
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // nil without stdin
-	tty    *os.File       // the pty master with a tty
+	tty    *ptyFile       // the pty master with a tty
 	exited chan struct{}  // closed when the main process is reaped
 
 	mu        sync.Mutex
@@ -58,7 +58,7 @@ func startContainer(logger klog.Logger, sb *sandbox, cs ContainerSpec) (*contain
 		if err != nil {
 			return nil, fmt.Errorf("starting container %s/%s: %w", sb.spec.Name, cs.Name, err)
 		}
-		c.tty = f
+		c.tty = &ptyFile{f: f}
 		if cs.Stdin {
 			c.stdin = f
 		}

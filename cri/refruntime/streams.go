@@ -114,12 +114,14 @@ func runTTY(p *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomman
 		return fmt.Errorf("starting %q on a tty: %w", p.Path, err)
 	}
 	started()
-	defer f.Close()
+	term := &ptyFile{f: f}
+	defer term.Close()
 	if resize != nil {
-		// Ends when cri-streaming closes the channel with the session.
+		// Ends when cri-streaming closes the channel with the session,
+		// which may be after we return: hence ptyFile's lock.
 		go func() {
 			for size := range resize {
-				_ = pty.Setsize(f, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+				term.Resize(size)
 			}
 		}()
 	}
@@ -162,7 +164,7 @@ func (r streamRuntime) Attach(ctx context.Context, containerID string, in io.Rea
 	if resize != nil && c.tty != nil {
 		go func() {
 			for size := range resize {
-				_ = pty.Setsize(c.tty, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+				c.tty.Resize(size)
 			}
 		}()
 	}
@@ -240,3 +242,29 @@ func (r streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 // streamRuntime is the cri-streaming side of the runtime; its methods share
 // names with the CRI ones, hence a type of its own.
 type streamRuntime struct{ *Runtime }
+
+// ptyFile is a pty master that a resize goroutine may outlive: resizes after
+// Close are dropped instead of racing with it.
+type ptyFile struct {
+	mu     sync.Mutex
+	f      *os.File
+	closed bool
+}
+
+func (t *ptyFile) Resize(size remotecommandserver.TerminalSize) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		_ = pty.Setsize(t.f, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+	}
+}
+
+func (t *ptyFile) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	return t.f.Close()
+}
