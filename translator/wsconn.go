@@ -35,7 +35,18 @@ type wsConn struct {
 
 	readDone chan struct{} // closed by the owner when its read loop ended
 	timer    *time.Timer
+
+	// Deadlines are moved at most once a second: setting one costs a
+	// timer update in the runtime poller, too much to pay per frame for a
+	// limit measured in seconds.
+	rdmu          sync.Mutex // guards readDeadline; apart from mu so a slow write never stalls reading
+	readDeadline  time.Time
+	writeDeadline time.Time // under mu
 }
+
+// slack is how far a deadline may lag behind where it would be if moved on
+// every frame: a second, or a quarter of the window when that is shorter.
+func slack(window time.Duration) time.Duration { return min(time.Second, window/4) }
 
 func newWSConn(ws *websocket.Conn, cfg *Config) *wsConn {
 	c := &wsConn{ws: ws, cfg: cfg, readDone: make(chan struct{})}
@@ -64,7 +75,14 @@ func (c *wsConn) extendReadDeadline() {
 	if c.finished.Load() {
 		return
 	}
-	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.PingPeriod + c.cfg.PongTimeout))
+	window := c.cfg.PingPeriod + c.cfg.PongTimeout
+	want := time.Now().Add(window)
+	c.rdmu.Lock()
+	defer c.rdmu.Unlock()
+	if !c.finished.Load() && want.Sub(c.readDeadline) > slack(window) {
+		c.readDeadline = want
+		_ = c.ws.SetReadDeadline(want)
+	}
 }
 
 // startKeepalive pings the client every PingPeriod (calling onTick, which
@@ -110,8 +128,11 @@ func (c *wsConn) writeFrame(buf []byte) error {
 	if c.closing {
 		return errSessionClosed
 	}
-	if err := c.ws.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
-		return err
+	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > slack(c.cfg.WriteTimeout) {
+		c.writeDeadline = want
+		if err := c.ws.SetWriteDeadline(want); err != nil {
+			return err
+		}
 	}
 	c.activity.Add(1)
 	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
@@ -132,6 +153,7 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 		c.timer.Stop()
 	}
 	deadline := time.Now().Add(c.cfg.WriteTimeout)
+	c.writeDeadline = deadline
 	if last != nil {
 		_ = c.ws.SetWriteDeadline(deadline)
 		_ = c.ws.WriteMessage(websocket.BinaryMessage, last)
@@ -140,8 +162,11 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 		reason = reason[:120]
 	}
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline)
-	// The read loop sees the peer's close reply, or this deadline.
+	// The read loop sees the peer's close reply, or this deadline. Taken
+	// under rdmu, after finished is set, so no extension can undo it.
+	c.rdmu.Lock()
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace))
+	c.rdmu.Unlock()
 	return true
 }
 
