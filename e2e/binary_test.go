@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubestream/kubestream/internal/pki"
+)
+
+// TestBinary runs the built kubestream: serve with kubelet-style flags,
+// then the exec client subcommand against it, as a human or script would.
+func TestBinary(t *testing.T) {
+	if rt.endpoint != "" {
+		t.Log("serving on the runtime under test: ", rt.name)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kubestream")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kubestream").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	certs, err := pki.WriteNodeSet(dir, "kube-apiserver-kubelet-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := filepath.Join(dir, "pods.json")
+	b, _ := json.Marshal(testPods)
+	_ = os.WriteFile(pods, b, 0o600)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	args := []string{"serve", "--address=127.0.0.1", fmt.Sprintf("--port=%d", port),
+		"--tls-cert-file=" + certs.ServerCert, "--tls-private-key-file=" + certs.ServerKey,
+		"--client-ca-file=" + certs.CA, "--reference-pods-file=" + pods,
+		"--feature-gates=ExtendWebSocketsToKubelet=true", "--streaming-connection-idle-timeout=1h"}
+	if rt.endpoint != "" {
+		args = append(args, "--container-runtime-endpoint="+rt.endpoint)
+	}
+	var serveLog bytes.Buffer
+	serve := exec.Command(bin, args...)
+	serve.Stdout, serve.Stderr = &serveLog, &serveLog
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- serve.Wait() }()
+	defer func() {
+		_ = serve.Process.Kill()
+		<-exited
+	}()
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	waitFor(t, 30*time.Second, func() bool {
+		resp, err := client.Get(url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	client.CloseIdleConnections()
+
+	run := func(stdin string, args ...string) (string, string, int) {
+		full := append([]string{args[0], "--server", url, "--client-certificate", certs.ClientCert,
+			"--client-key", certs.ClientKey, "--certificate-authority", certs.CA}, args[1:]...)
+		cmd := exec.Command(bin, full...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errOut.String(), code
+	}
+	// Flags after the pod, then the command after --, kubectl style.
+	out, errOut, code := run("from the binary\n", "exec", "demo", "-c", "app", "-i", "-v=1", "--", "sh", "-c", "cat; exit 3")
+	if out != "from the binary\n" || code != 3 || !strings.Contains(errOut, `protocol="websocket"`) {
+		t.Fatalf("exec: stdout %q exit %d stderr %q", out, code, errOut)
+	}
+	out, errOut, code = run("", "exec", "demo", "-c", "app", "--protocol=spdy", "-v=1", "--", "echo", "over spdy")
+	if out != "over spdy\n" || code != 0 || !strings.Contains(errOut, `protocol="spdy"`) {
+		t.Fatalf("exec over spdy: stdout %q exit %d stderr %q", out, code, errOut)
+	}
+	_, errOut, code = run("", "exec", "nope", "-c", "app", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("exec in an unknown pod: exit %d stderr %q", code, errOut)
+	}
+
+	// SIGTERM ends serve promptly and cleanly.
+	_ = serve.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("serve exited with %v\n%s", err, serveLog.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not stop on SIGTERM\n%s", serveLog.String())
+	}
+}
