@@ -49,6 +49,13 @@ func TestAuthAndBadInput(t *testing.T) {
 			}
 		})
 	}
+	t.Run("metrics with a certificate", func(t *testing.T) {
+		status, hdr, body := n.rawUpgrade("GET", "/metrics", http.Header{}, good, goodKey)
+		if status != 200 || !strings.Contains(hdr.Get("Content-Type"), "text/plain") ||
+			!strings.Contains(body, "kubestream_streaming_requests_total") {
+			t.Errorf("got %d %q %.200q", status, hdr.Get("Content-Type"), body)
+		}
+	})
 	t.Run("healthz needs no certificate", func(t *testing.T) {
 		if status, _, body := n.rawUpgrade("GET", "/healthz", http.Header{}, "", ""); status != 200 || body != "ok" {
 			t.Errorf("got %d %q", status, body)
@@ -162,4 +169,20 @@ func TestMalformedFrames(t *testing.T) {
 		}
 	})
 	n.waitIdle(10 * time.Second)
+}
+
+// TestRuntimeUnavailable: with the runtime gone, a request gets 503 with
+// the reason, not a hang.
+func TestRuntimeUnavailable(t *testing.T) {
+	n := startNode(t)
+	n.killRuntime(t)
+	start := time.Now()
+	status, _, body := n.rawUpgrade("GET", "/exec/default/demo/app?command=true&output=1", wsHeaders("v5.channel.k8s.io"),
+		n.certs.ClientCert, n.certs.ClientKey)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "connect") {
+		t.Fatalf("got %d %q; want 503 saying the runtime cannot be reached", status, body)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("took %v", d)
+	}
 }

@@ -305,7 +305,7 @@ func (n *node) rawUpgrade(method, path string, hdr http.Header, cert, key string
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, resp.Header, string(body)
 }
 
