@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -263,8 +264,31 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, ss *session, u *u
 	if s.cfg.RuntimeTLS != nil {
 		transport = &http.Transport{TLSClientConfig: s.cfg.RuntimeTLS}
 	}
+	ctx, done := s.sessionContext(r.Context())
+	defer done()
 	h := proxy.NewUpgradeAwareHandler(u, transport, false, true, &responder{ss: ss})
-	h.ServeHTTP(w, r)
+	h.ServeHTTP(&closeOnDone{ResponseWriter: w, ctx: ctx}, r)
+}
+
+// closeOnDone hands the upgrade handler the client connection and closes
+// it when ctx ends: the handler copies until one side closes, and
+// http.Server never closes a hijacked connection, so Shutdown needs this
+// to end passed-through sessions.
+type closeOnDone struct {
+	http.ResponseWriter
+	ctx context.Context
+}
+
+func (c *closeOnDone) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := c.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("connection cannot be hijacked")
+	}
+	conn, rw, err := h.Hijack()
+	if err == nil {
+		context.AfterFunc(c.ctx, func() { conn.Close() })
+	}
+	return conn, rw, err
 }
 
 type responder struct{ ss *session }
