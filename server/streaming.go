@@ -68,6 +68,18 @@ func (ss *session) running() func() {
 	}
 }
 
+// decide classifies the request and, where kubestream would translate or
+// tunnel, asks the Direct seam whether the runtime speaks the protocol
+// itself.
+func (s *Server) decide(r *http.Request, sub string) decision {
+	d := classify(r, sub, s.webSocketsEnabled())
+	if (d.route == RouteTranslated || d.route == RouteTunneled) && s.cfg.Direct != nil &&
+		s.cfg.Direct.Supports(r.Context(), sub, d.protocol) {
+		d.route = RouteDirect
+	}
+	return d
+}
+
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d decision) {
 	if len(d.accepted) > 0 {
 		w.Header().Set(httpstream.HeaderAcceptedProtocolVersions, strings.Join(d.accepted, ", "))
@@ -78,7 +90,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d d
 
 func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub string) {
 	ctx := r.Context()
-	d := classify(r, sub, s.webSocketsEnabled())
+	d := s.decide(r, sub)
 	ss := s.begin(r, sub, d)
 	if d.route == RouteRejected {
 		s.reject(w, r, ss, d)
@@ -108,9 +120,6 @@ func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub 
 		}
 		return s.cfg.Runtime.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: containerID,
 			Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr})
-	}
-	if d.route == RouteTranslated && s.cfg.Direct != nil && s.cfg.Direct.Supports(ctx, sub, d.protocol) {
-		ss.route = RouteDirect
 	}
 	u, err := newURL(ctx)
 	if err != nil {
@@ -166,7 +175,7 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, 
 
 func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d := classify(r, PortForward, s.webSocketsEnabled())
+	d := s.decide(r, PortForward)
 	ss := s.begin(r, PortForward, d)
 	if d.route == RouteRejected {
 		s.reject(w, r, ss, d)
@@ -182,9 +191,6 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		ss.fail(w, r, cri.HTTPStatus(err), err)
 		return
-	}
-	if d.route == RouteTunneled && s.cfg.Direct != nil && s.cfg.Direct.Supports(ctx, PortForward, d.protocol) {
-		ss.route = RouteDirect
 	}
 	u, err := s.cfg.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
 	if err != nil {
