@@ -80,6 +80,18 @@ func (s *Server) decide(r *http.Request, sub string) decision {
 	return d
 }
 
+// admit decides the route, counts the request and answers it if it is
+// rejected; ok is false when the client has had its answer.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*session, bool) {
+	d := s.decide(r, sub)
+	ss := s.begin(r, sub, d)
+	if d.route == RouteRejected {
+		s.reject(w, r, ss, d)
+		return nil, false
+	}
+	return ss, true
+}
+
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d decision) {
 	if len(d.accepted) > 0 {
 		w.Header().Set(httpstream.HeaderAcceptedProtocolVersions, strings.Join(d.accepted, ", "))
@@ -90,10 +102,8 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d d
 
 func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub string) {
 	ctx := r.Context()
-	d := s.decide(r, sub)
-	ss := s.begin(r, sub, d)
-	if d.route == RouteRejected {
-		s.reject(w, r, ss, d)
+	ss, ok := s.admit(w, r, sub)
+	if !ok {
 		return
 	}
 	opts, err := remotecommandserver.NewOptions(r)
@@ -175,10 +185,8 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, 
 
 func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d := s.decide(r, PortForward)
-	ss := s.begin(r, PortForward, d)
-	if d.route == RouteRejected {
-		s.reject(w, r, ss, d)
+	ss, ok := s.admit(w, r, PortForward)
+	if !ok {
 		return
 	}
 	ports, err := parsePorts(r.URL.Query()["port"])
