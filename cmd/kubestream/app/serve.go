@@ -159,7 +159,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("loading serving certificate: %w", err)
 		}
-		authn, _, err := server.ClientCertAuthenticator(o.ClientCAFile)
+		authn, err := server.ClientCertAuthenticator(o.ClientCAFile)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +193,6 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          nil,
 		BaseContext:       func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
 	}
 	served := make(chan struct{})
