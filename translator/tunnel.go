@@ -21,7 +21,8 @@ type TunnelResult struct {
 // WebSocket (subprotocol SPDY/3.1+portforward.k8s.io, each binary message a
 // run of SPDY bytes) and rt, a connection the runtime already upgraded to
 // SPDY portforward.k8s.io. The SPDY session runs end to end between client
-// and runtime, so the bytes are copied without parsing a single frame.
+// and runtime, so the bytes are copied, not decoded; only frame lengths are
+// followed, to cut the copies at frame ends.
 func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Config) TunnelResult {
 	logger := klog.FromContext(ctx)
 	wc := newWSConn(ws, &cfg)
