@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make bench: kubestream's translator side by side with direct SPDY and
 # upstream's translator (k8s.io/apiserver v0.37), alternated in one run, in
-# three processes so each translator's own CPU and memory show. Writes
-# bench/results.md and bench/results.svg; pass -profile-dir DIR for pprof
+# three processes so each translator's own CPU and memory show (then once
+# more in one process). Writes bench/results.md and bench/results.svg (and
+# the -inproc pair); pass -profile-dir DIR for pprof
 # CPU and alloc profiles of each translator, and any other bench flag
 # (go run ./bench -h) after the script's name. Then the Go frame-path
 # benchmarks (allocs/op) of the translator package.
@@ -11,6 +12,9 @@ cd "$(dirname "$0")/.."
 export GOFLAGS=-buildvcs=false
 go build -o bin/kubestream-bench ./bench
 bin/kubestream-bench -out bench/results.md -svg bench/results.svg "$@"
+echo
+echo "== the same in one process (client, translators and backend share a Go runtime)"
+bin/kubestream-bench -inproc -out bench/results-inproc.md -svg bench/results-inproc.svg "$@"
 echo
 echo "== frame paths (go test -bench, allocs/op)"
 go test -run '^$' -bench . -benchmem ./translator/ | tee bench/frames.txt
