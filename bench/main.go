@@ -42,7 +42,20 @@ type options struct {
 	size, pfSize                                       int64
 	reps, setupN, echoN, idleMax                       int
 	inproc                                             bool
-	concurrency                                        string
+	concurrency, only                                  string
+}
+
+// want reports whether -only selects a figure group (all when empty).
+func (o options) want(group string) bool {
+	if o.only == "" {
+		return true
+	}
+	for _, g := range strings.Split(o.only, ",") {
+		if strings.TrimSpace(g) == group {
+			return true
+		}
+	}
+	return false
 }
 
 func main() {
@@ -65,6 +78,7 @@ func main() {
 	flag.IntVar(&o.idleMax, "idle-max", 9000, "most idle sessions held at once (2 descriptors each in the translator)")
 	flag.StringVar(&o.concurrency, "concurrency", "1,4,16,64", "concurrent transfer counts")
 	flag.BoolVar(&o.inproc, "inproc", false, "run backend and translators in this process")
+	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle (default all)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	raiseFileLimit()

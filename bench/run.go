@@ -124,52 +124,12 @@ func orchestrate(o options) error {
 	}
 
 	r := newResults(o)
-	gib := float64(1 << 30)
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, p := range paths {
-			perGiB := func(d time.Duration) float64 { return d.Seconds() * gib / float64(o.size) }
-			cpu0, self0 := p.proc.cpu(), procCPU(os.Getpid())
-			d, err := p.stdout(ctx, o.size)
-			if err != nil {
-				return fmt.Errorf("%s stdout: %w", p.name, err)
+			if err := measureRep(ctx, p, o, r); err != nil {
+				return err
 			}
-			cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
-			r.stdoutMBps[p.name] = append(r.stdoutMBps[p.name], mbps(o.size, d))
-			r.cpuStdout[p.name] = append(r.cpuStdout[p.name], perGiB(cpu1-cpu0))
-			r.clientStdout[p.name] = append(r.clientStdout[p.name], perGiB(self1-self0))
-
-			d, err = p.stdin(ctx, o.size)
-			if err != nil {
-				return fmt.Errorf("%s stdin: %w", p.name, err)
-			}
-			cpu2, self2 := p.proc.cpu(), procCPU(os.Getpid())
-			r.stdinMBps[p.name] = append(r.stdinMBps[p.name], mbps(o.size, d))
-			r.cpuStdin[p.name] = append(r.cpuStdin[p.name], perGiB(cpu2-cpu1))
-			r.clientStdin[p.name] = append(r.clientStdin[p.name], perGiB(self2-self1))
-
-			lat, err := p.echo(ctx, o.echoN)
-			if err != nil {
-				return fmt.Errorf("%s echo: %w", p.name, err)
-			}
-			r.echoP50[p.name] = append(r.echoP50[p.name], float64(percentile(lat, 0.5).Microseconds()))
-			r.echoP99[p.name] = append(r.echoP99[p.name], float64(percentile(lat, 0.99).Microseconds()))
-
-			setups, err := setupTimes(ctx, p, o.setupN)
-			if err != nil {
-				return fmt.Errorf("%s setup: %w", p.name, err)
-			}
-			r.setupP50[p.name] = append(r.setupP50[p.name], ms(percentile(setups, 0.5)))
-			r.setupP99[p.name] = append(r.setupP99[p.name], ms(percentile(setups, 0.99)))
-
-			if d, err = p.portForward(ctx, o.pfSize, true); err != nil {
-				return fmt.Errorf("%s port-forward down: %w", p.name, err)
-			}
-			r.pfDownMBps[p.name] = append(r.pfDownMBps[p.name], mbps(o.pfSize, d))
-			if d, err = p.portForward(ctx, o.pfSize, false); err != nil {
-				return fmt.Errorf("%s port-forward up: %w", p.name, err)
-			}
-			r.pfUpMBps[p.name] = append(r.pfUpMBps[p.name], mbps(o.pfSize, d))
 			logf("rep %d %-10s stdout %6.0f MB/s stdin %6.0f MB/s echo p50 %4.0fµs setup p50 %5.2fms pf %5.0f/%5.0f MB/s",
 				rep, p.name, last(r.stdoutMBps[p.name]), last(r.stdinMBps[p.name]), last(r.echoP50[p.name]),
 				last(r.setupP50[p.name]), last(r.pfDownMBps[p.name]), last(r.pfUpMBps[p.name]))
@@ -177,6 +137,9 @@ func orchestrate(o options) error {
 	}
 
 	for _, n := range strings.Split(o.concurrency, ",") {
+		if !o.want("concurrency") {
+			break
+		}
 		k, err := strconv.Atoi(strings.TrimSpace(n))
 		if err != nil || k < 1 {
 			return fmt.Errorf("bad -concurrency %q", o.concurrency)
@@ -195,7 +158,7 @@ func orchestrate(o options) error {
 		}
 	}
 
-	if !o.inproc {
+	if !o.inproc && o.want("idle") {
 		// Unloaded baselines first: right after thousands of sessions
 		// close, backend and translator are still tearing them down.
 		for _, p := range paths[1:] {
@@ -212,6 +175,62 @@ func orchestrate(o options) error {
 		}
 	}
 	return r.write(o)
+}
+
+// measureRep takes one repetition of every figure selected by -only.
+func measureRep(ctx context.Context, p *path, o options, r *results) error {
+	gib := float64(1 << 30)
+	perGiB := func(d time.Duration) float64 { return d.Seconds() * gib / float64(o.size) }
+	if o.want("stdout") {
+		cpu0, self0 := p.proc.cpu(), procCPU(os.Getpid())
+		d, err := p.stdout(ctx, o.size)
+		if err != nil {
+			return fmt.Errorf("%s stdout: %w", p.name, err)
+		}
+		cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
+		r.stdoutMBps[p.name] = append(r.stdoutMBps[p.name], mbps(o.size, d))
+		r.cpuStdout[p.name] = append(r.cpuStdout[p.name], perGiB(cpu1-cpu0))
+		r.clientStdout[p.name] = append(r.clientStdout[p.name], perGiB(self1-self0))
+	}
+	if o.want("stdin") {
+		cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
+		d, err := p.stdin(ctx, o.size)
+		if err != nil {
+			return fmt.Errorf("%s stdin: %w", p.name, err)
+		}
+		cpu2, self2 := p.proc.cpu(), procCPU(os.Getpid())
+		r.stdinMBps[p.name] = append(r.stdinMBps[p.name], mbps(o.size, d))
+		r.cpuStdin[p.name] = append(r.cpuStdin[p.name], perGiB(cpu2-cpu1))
+		r.clientStdin[p.name] = append(r.clientStdin[p.name], perGiB(self2-self1))
+	}
+	if o.want("echo") {
+		lat, err := p.echo(ctx, o.echoN)
+		if err != nil {
+			return fmt.Errorf("%s echo: %w", p.name, err)
+		}
+		r.echoP50[p.name] = append(r.echoP50[p.name], float64(percentile(lat, 0.5).Microseconds()))
+		r.echoP99[p.name] = append(r.echoP99[p.name], float64(percentile(lat, 0.99).Microseconds()))
+	}
+	if o.want("setup") {
+		setups, err := setupTimes(ctx, p, o.setupN)
+		if err != nil {
+			return fmt.Errorf("%s setup: %w", p.name, err)
+		}
+		r.setupP50[p.name] = append(r.setupP50[p.name], ms(percentile(setups, 0.5)))
+		r.setupP99[p.name] = append(r.setupP99[p.name], ms(percentile(setups, 0.99)))
+	}
+	if o.want("pf") {
+		d, err := p.portForward(ctx, o.pfSize, true)
+		if err != nil {
+			return fmt.Errorf("%s port-forward down: %w", p.name, err)
+		}
+		r.pfDownMBps[p.name] = append(r.pfDownMBps[p.name], mbps(o.pfSize, d))
+		if d, err = p.portForward(ctx, o.pfSize, false); err != nil {
+			return fmt.Errorf("%s port-forward up: %w", p.name, err)
+		}
+		r.pfUpMBps[p.name] = append(r.pfUpMBps[p.name], mbps(o.pfSize, d))
+	}
+	return nil
 }
 
 func setupTimes(ctx context.Context, p *path, n int) ([]time.Duration, error) {
