@@ -159,6 +159,7 @@ func (o *ClientOptions) PortForward(ctx context.Context, pod string, ports []str
 	if err != nil {
 		return err
 	}
+	klog.V(1).InfoS("Port-forwarding", "pod", pod, "ports", ports, "protocol", o.Protocol)
 	return fw.ForwardPorts()
 }
 
@@ -180,7 +181,13 @@ func NewPortForwardDialer(cfg *rest.Config, protocol string, u *url.URL) (httpst
 	if protocol == "websocket" {
 		return tunnel, nil
 	}
-	return portforward.NewFallbackDialer(tunnel, spdyDialer, ShouldFallback), nil
+	return portforward.NewFallbackDialer(tunnel, spdyDialer, func(err error) bool {
+		fb := ShouldFallback(err)
+		if fb {
+			klog.V(1).InfoS("WebSocket tunnel refused, falling back to SPDY", "err", err)
+		}
+		return fb
+	}), nil
 }
 
 // ShouldFallback is kubectl's test for retrying over SPDY. client-go 0.37
