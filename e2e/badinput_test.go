@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/kubestream/kubestream/cmd/kubestream/app"
 )
 
 // TestAuthAndBadInput: each request a node must refuse, with the status it
@@ -185,4 +190,30 @@ func TestRuntimeUnavailable(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("took %v", d)
 	}
+}
+
+// TestInsecureDevelopmentHTTP: plain HTTP exists only behind its flag, and
+// then serves without authentication.
+func TestInsecureDevelopmentHTTP(t *testing.T) {
+	n := startNode(t, func(o *app.ServeOptions) { o.InsecureDevelopmentHTTP = true })
+	if !strings.HasPrefix(n.run.URL, "http://") {
+		t.Fatalf("serving %s", n.run.URL)
+	}
+	exec, err := remotecommand.NewWebSocketExecutor(&rest.Config{Host: n.run.URL}, http.MethodGet,
+		n.execURL("exec", "demo", "app", false, false, "echo", "plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := exec.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &out}); err != nil || out.String() != "plain\n" {
+		t.Fatalf("%q %v", out.String(), err)
+	}
+	// Without the flag and without certificates, serve refuses to start.
+	o := app.NewServeOptions()
+	o.Address, o.Port, o.ContainerRuntimeEndpoint = "127.0.0.1", 0, n.run.Endpoint
+	if run, err := app.Start(context.Background(), o); err == nil {
+		run.Stop()
+		t.Fatal("serve started with neither TLS nor --insecure-development-http")
+	}
+	n.waitIdle(10 * time.Second)
 }
