@@ -258,10 +258,10 @@ func TestEitherSideEnds(t *testing.T) {
 				streamOpts{protocol: "websocket", stdout: started})
 		}()
 		waitSignal(t, started)
-		pid := findProcess(marker)
-		if pid == 0 {
-			t.Fatal("exec'd process not found")
-		}
+		// The shell may be between its echo and the exec of sleep, when
+		// /proc briefly shows no command line: look again until it settles.
+		var pid int
+		waitFor(t, 10*time.Second, func() bool { pid = findProcess("sleep\x00" + marker); return pid != 0 })
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
