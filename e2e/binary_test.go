@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
@@ -100,6 +101,30 @@ func TestBinary(t *testing.T) {
 	_, errOut, code = run("", "exec", "nope", "-c", "app", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("exec in an unknown pod: exit %d stderr %q", code, errOut)
+	}
+
+	// port-forward: a local port, printed kubectl-style, reaches the pod.
+	echoPort := tcpEcho(t)
+	pf := exec.Command(bin, "port-forward", "--server", url, "--client-certificate", certs.ClientCert,
+		"--client-key", certs.ClientKey, "--certificate-authority", certs.CA, "-v=1", "demo", fmt.Sprintf("0:%d", echoPort))
+	pfOut, _ := pf.StdoutPipe()
+	var pfErr bytes.Buffer
+	pf.Stderr = &pfErr
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(pfOut).ReadString('\n')
+	var local int
+	if _, scanErr := fmt.Sscanf(line, "Forwarding from 127.0.0.1:%d ->", &local); err != nil || scanErr != nil {
+		_ = pf.Process.Kill()
+		_ = pf.Wait()
+		t.Fatalf("port-forward printed %q (%v, %v)\n%s", line, err, scanErr, pfErr.String())
+	}
+	roundTrip(t, uint16(local), []byte("through the port-forward subcommand"))
+	_ = pf.Process.Signal(syscall.SIGTERM)
+	_ = pf.Wait()
+	if !strings.Contains(pfErr.String(), `protocol="auto"`) {
+		t.Errorf("port-forward -v=1 did not log its protocol: %s", pfErr.String())
 	}
 
 	// SIGTERM ends serve promptly and cleanly.
