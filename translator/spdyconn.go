@@ -45,7 +45,6 @@ const (
 	spdyTypeSynStrm  = 1
 	spdyTypeSynReply = 2
 	spdyTypeRst      = 3
-	spdyTypeSettings = 4
 	spdyTypePing     = 6
 	spdyTypeGoAway   = 7
 	spdyFlagFin      = 0x01

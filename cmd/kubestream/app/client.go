@@ -95,14 +95,7 @@ func NewExecutor(cfg *rest.Config, protocol, rawURL string, used *string) (remot
 		return nil, err
 	}
 	*used = "websocket"
-	return remotecommand.NewFallbackExecutor(ws, sp, func(err error) bool {
-		fb := ShouldFallback(err)
-		if fb {
-			*used = "spdy"
-			klog.V(1).InfoS("WebSocket upgrade failed, falling back to SPDY", "err", err)
-		}
-		return fb
-	})
+	return remotecommand.NewFallbackExecutor(ws, sp, fallbackLogged("WebSocket upgrade failed", func() { *used = "spdy" }))
 }
 
 // RunRemoteCommand runs exec (with command) or attach against pod.
@@ -181,13 +174,21 @@ func NewPortForwardDialer(cfg *rest.Config, protocol string, u *url.URL) (httpst
 	if protocol == "websocket" {
 		return tunnel, nil
 	}
-	return portforward.NewFallbackDialer(tunnel, spdyDialer, func(err error) bool {
-		fb := ShouldFallback(err)
-		if fb {
-			klog.V(1).InfoS("WebSocket tunnel refused, falling back to SPDY", "err", err)
+	return portforward.NewFallbackDialer(tunnel, spdyDialer, fallbackLogged("WebSocket tunnel refused", nil)), nil
+}
+
+// fallbackLogged is ShouldFallback that says so at -v=1 and runs onFallback.
+func fallbackLogged(what string, onFallback func()) func(error) bool {
+	return func(err error) bool {
+		if !ShouldFallback(err) {
+			return false
 		}
-		return fb
-	}), nil
+		klog.V(1).InfoS(what+", falling back to SPDY", "err", err)
+		if onFallback != nil {
+			onFallback()
+		}
+		return true
+	}
 }
 
 // ShouldFallback is kubectl's test for retrying over SPDY. client-go 0.37
