@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-apiserver bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -22,6 +22,10 @@ test: lint
 ## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
 test-containerd:
 	hack/containerd-e2e.sh
+
+## test-apiserver: kubectl through a real kube-apiserver v1.37.2 to kubestream (builds them once, see hack/kube.sh).
+test-apiserver:
+	hack/apiserver-e2e.sh
 
 ## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
 ## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.

@@ -103,11 +103,18 @@ func withFeature(gates string) nodeOption {
 
 func startNode(t *testing.T, opts ...nodeOption) *node {
 	t.Helper()
-	dir := t.TempDir()
-	certs, err := pki.WriteNodeSet(dir, "kube-apiserver-kubelet-client")
+	certs, err := pki.WriteNodeSet(t.TempDir(), "kube-apiserver-kubelet-client")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startNodeWithCerts(t, certs, opts...)
+}
+
+// startNodeWithCerts starts a node serving with certs, so that two nodes
+// can share the credentials an apiserver holds for them.
+func startNodeWithCerts(t *testing.T, certs *pki.Files, opts ...nodeOption) *node {
+	t.Helper()
+	dir := t.TempDir()
 	podsFile := filepath.Join(dir, "pods.json")
 	b, _ := json.Marshal(testPods)
 	if err := os.WriteFile(podsFile, b, 0o600); err != nil {

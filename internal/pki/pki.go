@@ -154,3 +154,56 @@ func WriteNodeSet(dir, user string) (*Files, error) {
 	}
 	return f, nil
 }
+
+// ControlPlaneFiles are paths of a written set of kube-apiserver credentials.
+type ControlPlaneFiles struct {
+	CA                    string // signs the serving and admin certificates; the apiserver's client CA
+	ServerCert, ServerKey string
+	AdminCert, AdminKey   string // user "e2e-admin" in system:masters
+	ServiceAccountKey     string // signs and verifies service account tokens
+}
+
+// WriteControlPlaneSet writes what a kube-apiserver needs to serve TLS on
+// loopback, authenticate an admin by client certificate and sign service
+// account tokens.
+func WriteControlPlaneSet(dir string) (*ControlPlaneFiles, error) {
+	ca, err := NewCA("kube-apiserver-ca")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := ca.Serving("kube-apiserver", net.IPv4(10, 0, 0, 1))
+	if err != nil {
+		return nil, err
+	}
+	admin, err := ca.Client("e2e-admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	saDER, err := x509.MarshalECPrivateKey(saKey)
+	if err != nil {
+		return nil, err
+	}
+	f := &ControlPlaneFiles{}
+	for _, w := range []struct {
+		path *string
+		name string
+		data []byte
+	}{
+		{&f.CA, "apiserver-ca.crt", ca.PEM},
+		{&f.ServerCert, "apiserver.crt", srv.CertPEM},
+		{&f.ServerKey, "apiserver.key", srv.KeyPEM},
+		{&f.AdminCert, "admin.crt", admin.CertPEM},
+		{&f.AdminKey, "admin.key", admin.KeyPEM},
+		{&f.ServiceAccountKey, "sa.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER})},
+	} {
+		*w.path = filepath.Join(dir, w.name)
+		if err := os.WriteFile(*w.path, w.data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}

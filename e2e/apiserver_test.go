@@ -1,0 +1,294 @@
+//go:build apiserver
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubestream/kubestream/internal/pki"
+)
+
+const nodeName = "kubestream-node"
+
+// TestAPIServer runs kubectl v1.37.2 through a real kube-apiserver v1.37.2 to
+// kubestream. The node object's declaredFeatures is what the apiserver
+// detects: with ExtendWebSocketsToKubelet there, it passes kubectl's
+// WebSocket through and kubestream translates; without, the apiserver
+// translates to SPDY itself and kubestream proxies it.
+func TestAPIServer(t *testing.T) {
+	certs, err := pki.WriteNodeSet(t.TempDir(), "kube-apiserver-kubelet-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWithCerts(t, certs)
+	cp := startControlPlane(t, certs)
+	cp.registerNode(n, true)
+	cp.createPods()
+
+	exec := func(t *testing.T, stdin []byte, args ...string) kubectlResult {
+		t.Helper()
+		var in *bytes.Reader
+		if stdin != nil {
+			in = bytes.NewReader(stdin)
+			args = append([]string{"-i"}, args...)
+		}
+		args = append([]string{"exec"}, args...)
+		if in == nil {
+			return cp.kubectl(nil, args...)
+		}
+		return cp.kubectl(in, args...)
+	}
+	// remotecommand checks what every kubectl exec user relies on.
+	remotecommand := func(t *testing.T) {
+		r := exec(t, nil, "demo", "-c", "app", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+		if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 3, out, err", r.code, r.stdout, r.stderr)
+		}
+		// Half-closed stdin: wc only answers after EOF crossed every hop.
+		data := make([]byte, 3<<20)
+		_, _ = rand.Read(data)
+		r = exec(t, data, "demo", "-c", "app", "--", "wc", "-c")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != strconv.Itoa(len(data)) {
+			t.Fatalf("wc -c: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		// No stdout lost before the exit status.
+		const lines = 200000
+		r = exec(t, nil, "demo", "-c", "app", "--", "seq", "1", strconv.Itoa(lines))
+		if r.code != 0 || r.stdout != seqOutput(lines) {
+			t.Fatalf("seq: exit %d, %d bytes of stdout (want %d), stderr %q", r.code, len(r.stdout), len(seqOutput(lines)), r.stderr)
+		}
+	}
+
+	t.Run("declared/exec", func(t *testing.T) {
+		before := n.requests("exec", "translated")
+		passed := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"})
+		remotecommand(t)
+		if got := n.requests("exec", "translated") - before; got != 3 {
+			t.Errorf("kubestream translated %v exec sessions, want 3", got)
+		}
+		if got := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"}) - passed; got != 3 {
+			t.Errorf("the apiserver passed %v exec WebSockets to the node, want 3", got)
+		}
+	})
+
+	t.Run("declared/cp", func(t *testing.T) {
+		before := n.requests("exec", "translated")
+		kubectlCopy(t, cp)
+		if n.requests("exec", "translated") == before {
+			t.Error("kubectl cp did not reach kubestream's translator")
+		}
+	})
+
+	t.Run("declared/attach", func(t *testing.T) {
+		before := n.requests("attach", "translated")
+		kubectlAttach(t, cp)
+		if got := n.requests("attach", "translated") - before; got != 1 {
+			t.Errorf("kubestream translated %v attach sessions, want 1", got)
+		}
+	})
+
+	t.Run("declared/port-forward", func(t *testing.T) {
+		before := n.requests("portforward", "tunneled")
+		kubectlPortForward(t, cp, tcpEcho(t))
+		if got := n.requests("portforward", "tunneled") - before; got != 1 {
+			t.Errorf("kubestream tunneled %v port-forwards, want 1", got)
+		}
+	})
+
+	// A node that does not declare the feature gets SPDY from the apiserver,
+	// which kubestream passes to the runtime as any kubelet would.
+	t.Run("undeclared", func(t *testing.T) {
+		cp.registerNode(n, false)
+		defer cp.registerNode(n, true)
+		spdy, tunneled := n.requests("exec", "proxied-spdy"), n.requests("exec", "translated")
+		translated := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "translated_at_apiserver"})
+		remotecommand(t)
+		if got := n.requests("exec", "proxied-spdy") - spdy; got != 3 {
+			t.Errorf("kubestream proxied %v SPDY exec sessions, want 3", got)
+		}
+		if n.requests("exec", "translated") != tunneled {
+			t.Error("kubestream translated although the apiserver did")
+		}
+		if got := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "translated_at_apiserver"}) - translated; got != 3 {
+			t.Errorf("the apiserver translated %v exec sessions, want 3", got)
+		}
+		pf := n.requests("portforward", "proxied-spdy")
+		kubectlPortForward(t, cp, tcpEcho(t))
+		if n.requests("portforward", "proxied-spdy") == pf {
+			t.Error("the apiserver's SPDY port-forward did not reach kubestream")
+		}
+	})
+
+	// A node that declares the feature but whose server has it off (a
+	// misconfigured node, or a rollback) passes the WebSocket to the
+	// runtime as an upstream kubelet without the gate does; the runtime
+	// refuses v5, the apiserver relays the refusal, kubectl falls back to
+	// SPDY, and the user still gets a working exec.
+	t.Run("declared-but-off/fallback", func(t *testing.T) {
+		off := startNodeWithCerts(t, certs, withFeature("ExtendWebSocketsToKubelet=false"))
+		cp.registerNode(off, true)
+		defer cp.registerNode(n, true)
+		r := exec(t, nil, "demo", "-c", "app", "--", "sh", "-c", "echo fell back; exit 4")
+		if r.code != 4 || r.stdout != "fell back\n" {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 4 and the output", r.code, r.stdout, r.stderr)
+		}
+		if off.requests("exec", "proxied-websocket") != 1 || off.requests("exec", "proxied-spdy") != 1 {
+			t.Errorf("node passed %v WebSocket and %v SPDY exec requests to the runtime, want 1 and 1",
+				off.requests("exec", "proxied-websocket"), off.requests("exec", "proxied-spdy"))
+		}
+	})
+	n.waitIdle(15 * time.Second)
+}
+
+func seqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// registerNode does what a kubelet does at start: a Node object whose
+// status gives the apiserver its address, port and declared features.
+func (cp *controlPlane) registerNode(n *node, websockets bool) {
+	cp.t.Helper()
+	cp.apply(map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": nodeName}})
+	var features any // null removes the field in a merge patch
+	if websockets {
+		features = []string{"ExtendWebSocketsToKubelet"}
+	}
+	_, port, _ := strings.Cut(n.run.Addr, ":")
+	p, _ := strconv.Atoi(port)
+	cp.patchStatus("node", nodeName, map[string]any{
+		"addresses":        []map[string]string{{"type": "InternalIP", "address": "127.0.0.1"}},
+		"daemonEndpoints":  map[string]any{"kubeletEndpoint": map[string]int{"Port": p}},
+		"declaredFeatures": features,
+	})
+}
+
+// createPods mirrors the runtime's pods in the apiserver, bound to the node
+// and marked running (no scheduler or kubelet runs here to do it).
+func (cp *controlPlane) createPods() {
+	cp.t.Helper()
+	for _, p := range testPods {
+		var containers, statuses []map[string]any
+		for _, c := range p.Containers {
+			containers = append(containers, map[string]any{"name": c.Name, "image": "busybox", "stdin": c.Stdin, "tty": c.TTY})
+			statuses = append(statuses, map[string]any{"name": c.Name, "image": "busybox", "imageID": "", "ready": true,
+				"restartCount": 0, "state": map[string]any{"running": map[string]any{}}})
+		}
+		cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace},
+			"spec":     map[string]any{"nodeName": nodeName, "containers": containers}})
+		cp.patchStatus("pod", p.Name, map[string]any{"phase": "Running", "containerStatuses": statuses,
+			"conditions": []map[string]string{{"type": "Ready", "status": "True"}}})
+	}
+}
+
+// kubectlCopy copies a file into the pod and back with kubectl cp (tar over
+// exec, stdin closed at the end of the archive).
+func kubectlCopy(t *testing.T, cp *controlPlane) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "in.bin")
+	data := make([]byte, 5<<20+123)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := fmt.Sprintf("/tmp/kubestream-cp-%d", time.Now().UnixNano())
+	cp.must(nil, "cp", src, "default/demo:"+remote, "-c", "app")
+	defer cp.kubectl(nil, "exec", "demo", "-c", "app", "--", "rm", "-f", remote)
+	back := filepath.Join(dir, "back.bin")
+	cp.must(nil, "cp", "default/demo:"+remote, back, "-c", "app")
+	got, err := os.ReadFile(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("kubectl cp round trip: %d bytes back, want the same %d", len(got), len(data))
+	}
+}
+
+// kubectlAttach attaches to the echo container, which answers each line.
+func kubectlAttach(t *testing.T, cp *controlPlane) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := cp.kubectlCmd(ctx, "attach", "-i", "echo", "-c", "echo")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The echo container keeps running after we detach, so kubectl is ended
+	// by a signal, as a user's Ctrl-C would.
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	for i := 0; i < 3; i++ {
+		msg := fmt.Sprintf("through the apiserver %d", i)
+		fmt.Fprintln(stdin, msg)
+		if !lines.Scan() || lines.Text() != "echo: "+msg {
+			t.Fatalf("attach read %q (%v), want %q; stderr %s", lines.Text(), lines.Err(), "echo: "+msg, stderr.String())
+		}
+	}
+}
+
+var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// kubectlPortForward forwards a local port to port in pod demo and checks
+// an echo through it, then a bulk transfer.
+func kubectlPortForward(t *testing.T, cp *controlPlane, port int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := cp.kubectlCmd(ctx, "port-forward", "--address", "127.0.0.1", "pod/demo", fmt.Sprintf(":%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	var local uint16
+	for local == 0 && lines.Scan() {
+		if m := forwarding.FindStringSubmatch(lines.Text()); m != nil {
+			p, _ := strconv.Atoi(m[1])
+			local = uint16(p)
+		}
+	}
+	if local == 0 {
+		t.Fatalf("kubectl port-forward printed no local port: %v; stderr %s", lines.Err(), stderr.String())
+	}
+	go func() { // keep draining "Handling connection" lines
+		for lines.Scan() {
+		}
+	}()
+	if err := echoCheck(local, []byte(strings.Repeat("through kubectl port-forward ", 500))); err != nil {
+		t.Fatalf("%v; stderr %s", err, stderr.String())
+	}
+	if err := bulkEcho(local, 16<<20); err != nil {
+		t.Fatalf("%v; stderr %s", err, stderr.String())
+	}
+}

@@ -1,0 +1,301 @@
+//go:build apiserver
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubestream/kubestream/internal/pki"
+)
+
+// controlPlane is a real etcd and kube-apiserver (built by hack/kube.sh)
+// with kubectl configured as a cluster admin. The apiserver holds the
+// kubelet client credentials of node, as it would for a real kubelet.
+type controlPlane struct {
+	t          *testing.T
+	bin, dir   string
+	url        string
+	kubeconfig string
+	certs      *pki.ControlPlaneFiles
+	procs      []*process
+}
+
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+// kubeBin is where hack/kube.sh put kube-apiserver, kubectl and etcd.
+func kubeBin(t *testing.T) string {
+	dir := os.Getenv("KUBESTREAM_KUBE_BIN")
+	if dir == "" {
+		t.Fatal("KUBESTREAM_KUBE_BIN is not set: run these tests with `make test-apiserver` (hack/apiserver-e2e.sh)")
+	}
+	for _, b := range []string{"kube-apiserver", "kubectl", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			t.Fatalf("%s missing: %v (hack/kube.sh install builds it)", b, err)
+		}
+	}
+	return dir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startControlPlane(t *testing.T, node *pki.Files) *controlPlane {
+	t.Helper()
+	cp := &controlPlane{t: t, bin: kubeBin(t), dir: t.TempDir()}
+	certs, err := pki.WriteControlPlaneSet(cp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.certs = certs
+	t.Cleanup(cp.stop)
+
+	etcdPort := freePort(t)
+	cp.start("etcd", "-data-dir", filepath.Join(cp.dir, "etcd"),
+		"-listen-client-url", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"-listen-peer-url", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+
+	port := freePort(t)
+	cp.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+	cp.start("kube-apiserver",
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file="+certs.ServerCert, "--tls-private-key-file="+certs.ServerKey,
+		"--client-ca-file="+certs.CA, "--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+certs.ServiceAccountKey,
+		"--service-account-signing-key-file="+certs.ServiceAccountKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// What a cluster gives the apiserver to reach its kubelets: here the
+		// kubestream nodes' CA and the client pair they trust.
+		"--kubelet-client-certificate="+node.ClientCert, "--kubelet-client-key="+node.ClientKey,
+		"--kubelet-certificate-authority="+node.CA,
+		"--kubelet-preferred-address-types=InternalIP",
+		// A loopback advertise address and no service accounts controller.
+		"--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount",
+		"--v=2")
+	cp.waitReady(90 * time.Second)
+
+	cp.kubeconfig = filepath.Join(cp.dir, "kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: admin
+  user: {client-certificate: %q, client-key: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin, namespace: default}
+current-context: e2e
+`, cp.url, certs.CA, certs.AdminCert, certs.AdminKey)
+	if err := os.WriteFile(cp.kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+func (cp *controlPlane) start(name string, args ...string) {
+	cp.t.Helper()
+	p := &process{name: name, log: filepath.Join(cp.dir, name+".log"), done: make(chan error, 1)}
+	f, err := os.Create(p.log)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	p.cmd = exec.Command(filepath.Join(cp.bin, name), args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		cp.t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() { p.done <- p.cmd.Wait(); f.Close() }()
+	cp.procs = append(cp.procs, p)
+}
+
+// stop ends the processes newest first; their logs are shown when the test
+// failed.
+func (cp *controlPlane) stop() {
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		p := cp.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if cp.t.Failed() {
+			cp.showLog(p)
+		}
+	}
+	cp.procs = nil
+}
+
+func (cp *controlPlane) showLog(p *process) {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	cp.t.Logf("--- last lines of %s:\n%s", p.name, strings.Join(lines, "\n"))
+}
+
+func (cp *controlPlane) httpClient() *http.Client {
+	pair, err := tls.LoadX509KeyPair(cp.certs.AdminCert, cp.certs.AdminKey)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(cp.certs.CA)
+	pool.AppendCertsFromPEM(ca)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+}
+
+func (cp *controlPlane) waitReady(d time.Duration) {
+	cp.t.Helper()
+	c := cp.httpClient()
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(d)
+	for {
+		for _, p := range cp.procs {
+			select {
+			case err := <-p.done:
+				p.done <- err
+				cp.showLog(p)
+				cp.t.Fatalf("%s exited: %v", p.name, err)
+			default:
+			}
+		}
+		resp, err := c.Get(cp.url + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		if time.Now().After(deadline) {
+			cp.t.Fatalf("kube-apiserver not ready after %v: %v", d, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// kubectlResult is one finished kubectl run.
+type kubectlResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// kubectl runs kubectl against the control plane and waits for it.
+func (cp *controlPlane) kubectl(stdin io.Reader, args ...string) kubectlResult {
+	cp.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := cp.kubectlCmd(ctx, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	res := kubectlResult{stdout: out.String(), stderr: errb.String()}
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		res.code = exit.ExitCode()
+	default:
+		cp.t.Fatalf("kubectl %v: %v", args, err)
+	}
+	return res
+}
+
+func (cp *controlPlane) kubectlCmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.bin, "kubectl"), append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
+	// kubectl reads these to pick its streaming protocols; the defaults
+	// (WebSockets first, SPDY fallback) are what users run.
+	cmd.Env = append(os.Environ(), "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=", "KUBECTL_PORT_FORWARD_WEBSOCKETS=")
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// must runs kubectl and fails the test unless it succeeded.
+func (cp *controlPlane) must(stdin io.Reader, args ...string) string {
+	cp.t.Helper()
+	r := cp.kubectl(stdin, args...)
+	if r.code != 0 {
+		cp.t.Fatalf("kubectl %v: exit %d: %s", args, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+func (cp *controlPlane) apply(obj any) {
+	cp.t.Helper()
+	b, err := json.Marshal(obj)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.must(bytes.NewReader(b), "apply", "-f", "-")
+}
+
+func (cp *controlPlane) patchStatus(kind, name string, status any) {
+	cp.t.Helper()
+	b, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.must(nil, "patch", kind, name, "--subresource=status", "--type=merge", "-p", string(b))
+}
+
+// apiserverMetric sums the apiserver's samples of name whose label set
+// contains every label in want (`name{a="b",...}` text format).
+func (cp *controlPlane) apiserverMetric(name string, want map[string]string) float64 {
+	cp.t.Helper()
+	out := cp.must(nil, "get", "--raw", "/metrics")
+	var total float64
+next:
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		for k, v := range want {
+			if !strings.Contains(line, fmt.Sprintf("%s=%q", k, v)) {
+				continue next
+			}
+		}
+		var f float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f); err != nil {
+			cp.t.Fatalf("metric line %q: %v", line, err)
+		}
+		total += f
+	}
+	return total
+}
