@@ -12,7 +12,7 @@ import (
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/cri/refruntime"
+	"github.com/kubestream/kubestream/refruntime"
 )
 
 // The suite runs against one of two runtimes: the embedded reference

@@ -26,8 +26,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
-	"github.com/kubestream/kubestream/cri/refruntime"
 	"github.com/kubestream/kubestream/internal/pki"
+	"github.com/kubestream/kubestream/refruntime"
 )
 
 func TestMain(m *testing.M) {

@@ -18,6 +18,7 @@ type Metrics struct {
 	active   *prometheus.GaugeVec
 	duration *prometheus.HistogramVec
 	bytes    *prometheus.CounterVec
+	probes   *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics (and the Go runtime's) on a new registry.
@@ -43,10 +44,14 @@ func NewMetrics() *Metrics {
 		}, []string{"subresource", "route"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubestream_streaming_bytes_total",
-			Help: "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down).",
+			Help: "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down, direct-up, direct-down).",
 		}, []string{"subresource", "channel"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubestream_runtime_websocket_offers_total",
+			Help: "Client WebSockets offered to the runtime unchanged, by subresource, protocol and result (accepted, refused).",
+		}, []string{"subresource", "protocol", "result"}),
 	}
-	m.Registry.MustRegister(m.requests, m.failures, m.active, m.duration, m.bytes,
+	m.Registry.MustRegister(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -47,6 +47,8 @@ type decision struct {
 	status   int
 	message  string
 	accepted []string
+	// directCandidate: offer the client's WebSocket to the runtime first.
+	directCandidate bool
 }
 
 // classify decides from headers alone, before any CRI call, so a request

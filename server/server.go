@@ -6,16 +6,15 @@ package server
 
 import (
 	"context"
-	"sync"
-
 	"crypto/tls"
 	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+
 	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
-	"net/http"
-	"net/url"
-
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -49,14 +48,6 @@ type Runtime interface {
 	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*url.URL, error)
 }
 
-// DirectWebSocket is the seam for runtimes whose streaming servers speak
-// v5 and the port-forward tunnel themselves: when it says yes, the client's
-// WebSocket is proxied straight to the runtime instead of translated. nil
-// means no runtime does (cri-streaming and containerd answer 403 today).
-type DirectWebSocket interface {
-	Supports(ctx context.Context, subresource, protocol string) bool
-}
-
 // Config is everything the server needs; a kubelet fills it from its own
 // pod manager, authenticator and authorizer.
 type Config struct {
@@ -64,7 +55,9 @@ type Config struct {
 	Runtime Runtime
 	// RuntimeTLS is used for https streaming URLs (nil: system roots).
 	RuntimeTLS *tls.Config
-	Direct     DirectWebSocket
+	// Direct: whether a runtime that speaks the client's WebSocket protocol
+	// itself gets it unchanged (detected per request, with fallback).
+	Direct DirectConfig
 
 	Translator translator.Config
 	Features   featuregate.FeatureGate
@@ -84,6 +77,7 @@ type Server struct {
 	handler    http.Handler
 	rcUpgrader *websocket.Upgrader
 	pfUpgrader *websocket.Upgrader
+	direct     *directCache
 
 	baseCtx    context.Context // cancelled by Shutdown; ends every session
 	cancelBase context.CancelFunc
@@ -109,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Translator.BufferSize == 0 {
 		cfg.Translator = translator.DefaultConfig()
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct)}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	// One pool for every session: an idle session holds no write buffer.
 	// The size fits a full copy buffer plus the channel byte and frame

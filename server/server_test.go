@@ -6,7 +6,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -40,56 +44,92 @@ func (f *fakeRuntime) PortForward(context.Context, *runtimeapi.PortForwardReques
 	return f.url("portforward")
 }
 
-type directAll struct{}
+// runtimeLog records what a fake runtime streaming server was asked.
+type runtimeLog struct {
+	mu   sync.Mutex
+	seen []string // "GET websocket v5.channel.k8s.io" or "POST SPDY/3.1"
+}
 
-func (directAll) Supports(context.Context, string, string) bool { return true }
+func (l *runtimeLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.seen
+	l.seen = nil
+	return out
+}
 
-// TestDirectWebSocketSeam: when Config.Direct says the runtime speaks the
-// client's WebSocket protocol itself, the upgrade goes to the runtime
-// unchanged (route direct) instead of being translated.
-func TestDirectWebSocketSeam(t *testing.T) {
-	var gotProto, gotPath string
+// TestDirectOfferRemembersRefusal: a runtime that refuses the client's
+// WebSocket costs one offer, then kubestream translates with a fresh URL
+// (the refused one is spent) and stops offering until the recheck period
+// has passed; with Mode never it never offers.
+func TestDirectOfferRemembersRefusal(t *testing.T) {
+	log := &runtimeLog{}
 	runtimeSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotProto, gotPath = r.Header.Get("Sec-WebSocket-Protocol"), r.URL.Path
-		http.Error(w, "runtime saw it", http.StatusTeapot)
+		log.mu.Lock()
+		log.seen = append(log.seen, strings.TrimSpace(r.Method+" "+r.Header.Get("Upgrade")+" "+r.Header.Get("Sec-WebSocket-Protocol")))
+		log.mu.Unlock()
+		// Refuse both, as a runtime without v5 would refuse the WebSocket;
+		// the SPDY refusal just ends the translated session early.
+		http.Error(w, "not here", http.StatusForbidden)
 	}))
 	defer runtimeSrv.Close()
-	rt := &fakeRuntime{base: runtimeSrv.URL}
-	s, err := New(Config{Lookup: fakeLookup{}, Runtime: rt, Direct: directAll{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(s)
-	defer front.Close()
-	req, _ := http.NewRequest(http.MethodGet, front.URL+"/exec/ns/pod/ctr?command=ls&output=1", nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-	req.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTeapot || gotProto != "v5.channel.k8s.io" || !strings.HasPrefix(gotPath, "/exec/") || rt.calls != 1 {
-		t.Fatalf("status %d, runtime saw protocol %q path %q, CRI calls %d", resp.StatusCode, gotProto, gotPath, rt.calls)
-	}
-	mfs, _ := s.Metrics().Registry.Gather()
-	var direct float64
-	for _, mf := range mfs {
-		if mf.GetName() != "kubestream_streaming_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "route" && l.GetValue() == string(RouteDirect) {
-					direct += m.GetCounter().GetValue()
+
+	for _, tc := range []struct {
+		mode DirectMode
+		want [][]string // per session, what the runtime saw
+	}{
+		{DirectAuto, [][]string{
+			{"GET websocket v5.channel.k8s.io", "POST SPDY/3.1"}, // offered, refused, translated
+			{"POST SPDY/3.1"}, // refusal remembered
+			{"GET websocket v5.channel.k8s.io", "POST SPDY/3.1"}, // after the recheck period
+		}},
+		{DirectNever, [][]string{{"POST SPDY/3.1"}, {"POST SPDY/3.1"}, {"POST SPDY/3.1"}}},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			rt := &fakeRuntime{base: runtimeSrv.URL}
+			s, err := New(Config{Lookup: fakeLookup{}, Runtime: rt, Direct: DirectConfig{Mode: tc.mode, Recheck: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			s.direct.now = func() time.Time { return now }
+			front := httptest.NewServer(s)
+			defer front.Close()
+			for i, want := range tc.want {
+				if i == 2 {
+					now = now.Add(time.Hour + time.Second)
+				}
+				status := v5Session(t, front.URL+"/exec/ns/pod/ctr?command=ls&output=1")
+				if !strings.Contains(status, "403") {
+					t.Errorf("session %d: status %q, want the runtime's 403 on the error channel", i, status)
+				}
+				if got := log.take(); strings.Join(got, "|") != strings.Join(want, "|") {
+					t.Errorf("session %d: runtime saw %q, want %q", i, got, want)
 				}
 			}
-		}
+		})
 	}
-	if direct != 1 {
-		t.Fatalf("requests counted as direct: %v", direct)
+}
+
+// v5Session opens a v5 WebSocket and returns what arrives on the error
+// channel before the server closes.
+func v5Session(t *testing.T, rawURL string) string {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{"v5.channel.k8s.io"}}
+	ws, resp, err := d.Dial("ws"+strings.TrimPrefix(rawURL, "http"), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	defer ws.Close()
+	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var status string
+	for {
+		_, msg, err := ws.ReadMessage()
+		if err != nil {
+			return status
+		}
+		if len(msg) > 0 && msg[0] == 3 {
+			status += string(msg[1:])
+		}
 	}
 }

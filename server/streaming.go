@@ -37,21 +37,39 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 type session struct {
 	s           *Server
 	subresource string
+	protocol    string
 	route       Route
 	start       time.Time
+	counted     bool
 }
 
+// begin starts tracking a request. Its count waits while the route may
+// still turn direct (see tryDirect); every other request counts at once.
 func (s *Server) begin(r *http.Request, sub string, d decision) *session {
-	proto := d.protocol
+	ss := &session{s: s, subresource: sub, protocol: d.protocol, route: d.route, start: time.Now()}
+	if !d.directCandidate {
+		ss.count()
+	}
+	return ss
+}
+
+// count adds the request to kubestream_streaming_requests_total under its
+// final route, once.
+func (ss *session) count() {
+	if ss.counted {
+		return
+	}
+	ss.counted = true
+	proto := ss.protocol
 	if proto == "" {
 		proto = "none"
 	}
-	s.cfg.Metrics.requests.WithLabelValues(sub, proto, string(d.route)).Inc()
-	return &session{s: s, subresource: sub, route: d.route, start: time.Now()}
+	ss.s.cfg.Metrics.requests.WithLabelValues(ss.subresource, proto, string(ss.route)).Inc()
 }
 
 // fail answers with an HTTP error, counted and logged.
 func (ss *session) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	ss.count()
 	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), strconv.Itoa(code)).Inc()
 	klog.FromContext(r.Context()).V(2).Info("Streaming request failed", "subresource", ss.subresource, "route", ss.route, "code", code, "err", err)
 	http.Error(w, err.Error(), code)
@@ -59,6 +77,7 @@ func (ss *session) fail(w http.ResponseWriter, r *http.Request, code int, err er
 
 // running marks the session active until the returned func is called.
 func (ss *session) running() func() {
+	ss.count()
 	m := ss.s.cfg.Metrics
 	g := m.active.WithLabelValues(ss.subresource, string(ss.route))
 	g.Inc()
@@ -68,15 +87,12 @@ func (ss *session) running() func() {
 	}
 }
 
-// decide classifies the request and, where kubestream would translate or
-// tunnel, asks the Direct seam whether the runtime speaks the protocol
-// itself.
+// decide classifies the request and marks the WebSockets kubestream would
+// translate or tunnel as candidates for the runtime's own WebSocket support.
 func (s *Server) decide(r *http.Request, sub string) decision {
 	d := classify(r, sub, s.webSocketsEnabled())
-	if (d.route == RouteTranslated || d.route == RouteTunneled) && s.cfg.Direct != nil &&
-		s.cfg.Direct.Supports(r.Context(), sub, d.protocol) {
-		d.route = RouteDirect
-	}
+	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) &&
+		directable(r) && s.direct.worthTrying(sub, d.protocol)
 	return d
 }
 
@@ -136,12 +152,16 @@ func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub 
 		ss.fail(w, r, cri.HTTPStatus(err), err)
 		return
 	}
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("subresource", sub, "pod", pod.String(), "container", container, "route", ss.route))
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("subresource", sub, "pod", pod.String(), "container", container))
+	r = r.WithContext(ctx)
 	if ss.route != RouteTranslated {
-		s.proxy(w, r.WithContext(ctx), ss, u)
+		s.proxy(w, r, ss, u)
 		return
 	}
-	s.translate(w, r.WithContext(ctx), ss, u, newURL, translator.Options{
+	if u, ok = s.offerDirect(w, r, ss, u, newURL); !ok {
+		return
+	}
+	s.translate(w, r, ss, u, newURL, translator.Options{
 		Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, TTY: opts.TTY,
 	})
 }
@@ -200,15 +220,21 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		ss.fail(w, r, cri.HTTPStatus(err), err)
 		return
 	}
-	u, err := s.cfg.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
+	newURL := func(ctx context.Context) (*url.URL, error) {
+		return s.cfg.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
+	}
+	u, err := newURL(ctx)
 	if err != nil {
 		ss.fail(w, r, cri.HTTPStatus(err), err)
 		return
 	}
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("subresource", PortForward, "pod", pod.String(), "route", ss.route))
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("subresource", PortForward, "pod", pod.String()))
 	r = r.WithContext(ctx)
 	if ss.route != RouteTunneled {
 		s.proxy(w, r, ss, u)
+		return
+	}
+	if u, ok = s.offerDirect(w, r, ss, u, newURL); !ok {
 		return
 	}
 	// Dial the runtime before answering the client: the tunnel has no
@@ -241,6 +267,33 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Metrics.failures.WithLabelValues(PortForward, string(ss.route), "session").Inc()
 		klog.FromContext(ctx).V(2).Info("Tunnel ended abnormally", "err", res.Err)
 	}
+}
+
+// offerDirect offers a candidate WebSocket to the runtime (tryDirect). ok is
+// true when kubestream must translate with the returned URL: the first one
+// if no offer was made, a fresh one if the runtime refused (its URL is
+// single-use). ok is false when the client has had its answer: the runtime
+// served the session, or failed.
+func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL,
+	newURL func(context.Context) (*url.URL, error)) (*url.URL, bool) {
+	if ss.counted {
+		return u, true // not a candidate
+	}
+	err := s.tryDirect(w, r, ss, u)
+	switch {
+	case err == nil:
+		return nil, false
+	case !errors.Is(err, errRefused):
+		ss.fail(w, r, upgradeStatus(err), err)
+		return nil, false
+	}
+	ss.count()
+	u, err = newURL(r.Context())
+	if err != nil {
+		ss.fail(w, r, cri.HTTPStatus(err), err)
+		return nil, false
+	}
+	return u, true
 }
 
 // upgradeStatus maps a failed runtime dial to the client's status: the

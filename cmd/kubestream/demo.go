@@ -11,8 +11,8 @@ import (
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/cri/refruntime"
 	"github.com/kubestream/kubestream/internal/pki"
+	"github.com/kubestream/kubestream/refruntime"
 )
 
 // newDemo is the README's first command: kubestream serve on the embedded

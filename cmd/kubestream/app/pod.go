@@ -7,7 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/kubestream/kubestream/cri/refruntime"
+	"github.com/kubestream/kubestream/refruntime"
 )
 
 // CRIPod is a pod to start on a real runtime the way a kubelet would, with

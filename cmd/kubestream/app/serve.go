@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/cri/refruntime"
+	"github.com/kubestream/kubestream/refruntime"
 	"github.com/kubestream/kubestream/server"
 	"github.com/kubestream/kubestream/translator"
 )
@@ -40,6 +40,9 @@ type ServeOptions struct {
 	NodeName                       string
 	ReferencePodsFile              string
 	ReferencePods                  []string
+	ReferenceWebSockets            bool
+	RuntimeWebSocketStreaming      string
+	RuntimeWebSocketRecheckPeriod  time.Duration
 	Features                       featuregate.MutableFeatureGate
 }
 
@@ -54,6 +57,8 @@ func NewServeOptions() *ServeOptions {
 		StreamCreationTimeout:          tc.StreamCreationTimeout,
 		WebSocketPingPeriod:            tc.PingPeriod,
 		WebSocketPongTimeout:           tc.PongTimeout,
+		RuntimeWebSocketStreaming:      string(server.DirectAuto),
+		RuntimeWebSocketRecheckPeriod:  10 * time.Minute,
 		Features:                       server.NewFeatureGate(),
 	}
 }
@@ -75,6 +80,9 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InsecureDevelopmentHTTP, "insecure-development-http", o.InsecureDevelopmentHTTP, "DEVELOPMENT ONLY: serve plain HTTP with no authentication.")
 	fs.StringVar(&o.NodeName, "hostname-override", o.NodeName, "The node name used in authorization attributes.")
 	fs.StringVar(&o.ReferencePodsFile, "reference-pods-file", o.ReferencePodsFile, "JSON list of pods for the embedded reference runtime.")
+	fs.StringVar(&o.RuntimeWebSocketStreaming, "runtime-websocket-streaming", o.RuntimeWebSocketStreaming, "auto: offer clients' v5 and port-forward tunnel WebSockets to the container runtime unchanged first, translating when it refuses (the refusal is remembered for --runtime-websocket-recheck-period); never: always translate.")
+	fs.DurationVar(&o.RuntimeWebSocketRecheckPeriod, "runtime-websocket-recheck-period", o.RuntimeWebSocketRecheckPeriod, "How long a runtime's refusal of a WebSocket protocol is remembered before it is offered again.")
+	fs.BoolVar(&o.ReferenceWebSockets, "reference-websockets", o.ReferenceWebSockets, "Make the embedded reference runtime speak v5 and the port-forward tunnel itself, like a runtime implementing KEP-4006 (exercises the direct path).")
 	fs.StringArrayVar(&o.ReferencePods, "reference-pod", o.ReferencePods, "A pod of the embedded reference runtime: namespace/pod/container=command args (repeatable).")
 	o.Features.AddFlag(fs)
 }
@@ -124,7 +132,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		}
 		// The reference runtime keeps cri-streaming's own timeouts, as a
 		// separate runtime would: the node's flags govern the node.
-		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods})
+		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods, WebSockets: o.ReferenceWebSockets})
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded reference runtime: %w", err)
 		}
@@ -139,9 +147,14 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 	}
 	cleanups = append(cleanups, func() { client.Close() })
 
+	mode := server.DirectMode(o.RuntimeWebSocketStreaming)
+	if mode != server.DirectAuto && mode != server.DirectNever {
+		return nil, fmt.Errorf("--runtime-websocket-streaming=%q: want auto or never", o.RuntimeWebSocketStreaming)
+	}
 	cfg := server.Config{
 		Lookup:     cri.RuntimeLookup{C: client},
 		Runtime:    client,
+		Direct:     server.DirectConfig{Mode: mode, Recheck: o.RuntimeWebSocketRecheckPeriod},
 		Translator: tc,
 		Features:   o.Features,
 		NodeName:   o.NodeName,

@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/kubestream/kubestream/translator"
 )
 
 // The RuntimeService methods a kubelet's streaming needs; the rest answer
@@ -146,7 +148,11 @@ func (r *Runtime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runti
 	if err := r.runningContainer(req.ContainerId); err != nil {
 		return nil, err
 	}
-	return r.streaming.GetExec(req)
+	resp, err := r.streaming.GetExec(req)
+	if err == nil && r.wsFront != nil {
+		r.wsFront.remember(resp.Url, translator.Options{Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr, TTY: req.Tty})
+	}
+	return resp, err
 }
 
 func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
@@ -157,7 +163,11 @@ func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*r
 	if req.Stdin && !c.spec.Stdin {
 		return nil, status.Errorf(codes.InvalidArgument, "container %s was not started with stdin open", c.name)
 	}
-	return r.streaming.GetAttach(req)
+	resp, err := r.streaming.GetAttach(req)
+	if err == nil && r.wsFront != nil {
+		r.wsFront.remember(resp.Url, translator.Options{Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr, TTY: req.Tty})
+	}
+	return resp, err
 }
 
 func (r *Runtime) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {

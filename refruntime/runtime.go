@@ -37,6 +37,10 @@ type Options struct {
 	// StreamIdleTimeout and StreamCreationTimeout override cri-streaming's
 	// defaults when set.
 	StreamIdleTimeout, StreamCreationTimeout time.Duration
+	// WebSockets makes the streaming server speak v5.channel.k8s.io and the
+	// port-forward tunnel itself (see webSocketFront), like a runtime that
+	// implements KEP-4006; off, it refuses them as cri-streaming does.
+	WebSockets bool
 }
 
 // Runtime is a running reference runtime.
@@ -49,6 +53,7 @@ type Runtime struct {
 	ownDir    bool
 	grpc      *grpc.Server
 	streaming streaming.Server
+	wsFront   *webSocketFront // nil unless Options.WebSockets
 	httpSrv   *http.Server
 	wg        sync.WaitGroup
 
@@ -166,7 +171,12 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		l.Close()
 		return nil, fmt.Errorf("creating runtime streaming server: %w", err)
 	}
-	r.httpSrv = &http.Server{Handler: r.streaming, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = r.streaming
+	if opts.WebSockets {
+		r.wsFront = newWebSocketFront(r.streaming, cfg.BaseURL, r.logger)
+		handler = r.wsFront
+	}
+	r.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

@@ -1,0 +1,136 @@
+// Package upgrade dials an HTTP/1.1 upgrade (SPDY/3.1 or WebSocket) to a
+// container runtime's streaming server and returns the raw connection after
+// its 101. Written by hand rather than through net/http's client or
+// k8s.io/streaming's round trippers because both the translator and the
+// direct WebSocket path need the raw bytes behind the 101, and the caller
+// must see a refusal (status and body) before deciding what to do with it.
+package upgrade
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Error is a runtime's refusal of an upgrade: its status and body.
+type Error struct {
+	StatusCode int
+	Body       string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("container runtime refused the upgrade: %d %s: %s",
+		e.StatusCode, http.StatusText(e.StatusCode), strings.TrimSpace(e.Body))
+}
+
+// Dial sends method u with header (which names the upgrade) and returns the
+// connection and the runtime's 101 response. Any other status is an *Error.
+// ctx bounds the dial and the handshake, not the connection's later life.
+func Dial(ctx context.Context, u *url.URL, tlsConfig *tls.Config, method string, header http.Header) (net.Conn, *http.Response, error) {
+	host := u.Host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			host = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			host = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dialing container runtime streaming server %s: %w", host, err)
+	}
+	if u.Scheme == "https" {
+		cfg := tlsConfig.Clone()
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("TLS handshake with container runtime %s: %w", host, err)
+		}
+		conn = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	// Unblock the handshake if the caller gives up.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	req := &http.Request{
+		Method:     method,
+		URL:        u,
+		Host:       u.Host,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     header,
+	}
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("writing upgrade request to container runtime: %w", err)
+	}
+	br := bufio.NewReaderSize(conn, 4096)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("reading upgrade response from container runtime: %w", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		conn.Close()
+		return nil, nil, &Error{StatusCode: resp.StatusCode, Body: string(body)}
+	}
+	if ctx.Err() != nil {
+		conn.Close()
+		return nil, nil, ctx.Err()
+	}
+	_ = conn.SetDeadline(time.Time{})
+	if br.Buffered() > 0 {
+		// The runtime may already have sent frames behind the 101.
+		return &bufferedConn{Conn: conn, r: br}, resp, nil
+	}
+	return conn, resp, nil
+}
+
+// BufferedConn returns conn reading first what r has buffered: for a
+// hijacked client connection whose reader may hold bytes already.
+func BufferedConn(conn net.Conn, r *bufio.Reader) net.Conn {
+	if r == nil || r.Buffered() == 0 {
+		return conn
+	}
+	return &bufferedConn{Conn: conn, r: r}
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite half-closes the underlying connection where it can.
+func (c *bufferedConn) CloseWrite() error { return CloseWrite(c.Conn) }
+
+// CloseWrite half-closes conn (TCP FIN, or TLS close_notify) so the peer
+// reads EOF while its own data can still arrive; it closes conn outright
+// when neither is possible.
+func CloseWrite(conn net.Conn) error {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return conn.Close()
+}

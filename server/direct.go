@@ -1,0 +1,210 @@
+package server
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/internal/upgrade"
+)
+
+// DirectMode says whether a client's WebSocket may go to the runtime
+// unchanged when the runtime's streaming server speaks the protocol itself.
+type DirectMode string
+
+const (
+	// DirectAuto offers the WebSocket to the runtime first and translates
+	// when the runtime refuses it; a refusal is remembered for
+	// DirectConfig.Recheck so runtimes that never speak it (containerd and
+	// CRI-O today) cost one extra CRI call per period, not per session.
+	DirectAuto DirectMode = "auto"
+	// DirectNever always translates.
+	DirectNever DirectMode = "never"
+)
+
+// DirectConfig is the direct WebSocket CRI path's setting.
+type DirectConfig struct {
+	Mode    DirectMode    // DirectAuto when empty
+	Recheck time.Duration // how long a refusal is remembered; 10 minutes when 0
+}
+
+// directCache remembers, per subresource and protocol, that the runtime
+// refused the WebSocket. A runtime can be upgraded under a running node, so
+// a refusal expires; an acceptance needs no memory, since every attempt
+// learns the answer again at no cost.
+type directCache struct {
+	cfg     DirectConfig
+	now     func() time.Time
+	mu      sync.Mutex
+	refused map[string]time.Time // until when
+}
+
+func newDirectCache(cfg DirectConfig) *directCache {
+	if cfg.Mode == "" {
+		cfg.Mode = DirectAuto
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = 10 * time.Minute
+	}
+	return &directCache{cfg: cfg, now: time.Now, refused: map[string]time.Time{}}
+}
+
+func (c *directCache) worthTrying(sub, protocol string) bool {
+	if c.cfg.Mode != DirectAuto {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.refused[sub+" "+protocol]
+	return !ok || c.now().After(until)
+}
+
+func (c *directCache) record(sub, protocol string, accepted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if accepted {
+		delete(c.refused, sub+" "+protocol)
+	} else {
+		c.refused[sub+" "+protocol] = c.now().Add(c.cfg.Recheck)
+	}
+}
+
+// websocketGUID is RFC 6455's key suffix for Sec-WebSocket-Accept.
+const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+func acceptKey(key string) string {
+	h := sha1.Sum([]byte(key + websocketGUID))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// directable reports whether the client's handshake is well-formed enough
+// to forward as is; a malformed one is left to the translator's upgrader,
+// which answers it with a precise 400.
+func directable(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.Header.Get("Sec-WebSocket-Version") != "13" {
+		return false
+	}
+	k, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key"))
+	return err == nil && len(k) == 16
+}
+
+// errRefused is a runtime that does not speak the client's WebSocket
+// protocol: its single-use URL is spent and the caller translates instead.
+var errRefused = errors.New("container runtime does not speak the protocol")
+
+// tryDirect offers the client's WebSocket handshake to the runtime. On the
+// runtime's 101 it relays the answer to the client and splices the two
+// connections until the session ends, and returns nil. errRefused means the
+// runtime refused (the client has no answer yet); any other error is an
+// unreachable or broken runtime, also with the client unanswered.
+func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) error {
+	ctx := r.Context()
+	logger := klog.FromContext(ctx)
+	key := r.Header.Get("Sec-WebSocket-Key")
+	h := http.Header{}
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+	h.Set("Sec-WebSocket-Version", "13")
+	h.Set("Sec-WebSocket-Key", key)
+	h.Set("Sec-WebSocket-Protocol", ss.protocol)
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
+	rt, resp, err := upgrade.Dial(dctx, u, s.cfg.RuntimeTLS, http.MethodGet, h)
+	cancel()
+	var ue *upgrade.Error
+	switch {
+	case errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500:
+		s.direct.record(ss.subresource, ss.protocol, false)
+		s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "refused").Inc()
+		logger.V(2).Info("Runtime refused the WebSocket; translating", "protocol", ss.protocol, "status", ue.StatusCode,
+			"recheckAfter", s.direct.cfg.Recheck)
+		return errRefused
+	case err != nil:
+		return err
+	}
+	if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != ss.protocol ||
+		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
+		// A 101 the client would reject: treat the runtime as not speaking it.
+		rt.Close()
+		s.direct.record(ss.subresource, ss.protocol, false)
+		s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "refused").Inc()
+		logger.V(2).Info("Runtime answered the WebSocket with an unusable handshake; translating", "protocol", got)
+		return errRefused
+	}
+	s.direct.record(ss.subresource, ss.protocol, true)
+	s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "accepted").Inc()
+	ss.route = RouteDirect
+	ss.count()
+
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		rt.Close()
+		ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
+		return nil
+	}
+	ctx, done := s.sessionContext(ctx)
+	defer done()
+	defer ss.running()()
+	_, err = fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n", acceptKey(key), ss.protocol)
+	if err == nil {
+		err = brw.Flush()
+	}
+	if err != nil {
+		rt.Close()
+		client.Close()
+		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+		logger.V(2).Info("Client went away during the handshake", "err", err)
+		return nil
+	}
+	up, down := splice(ctx, upgrade.BufferedConn(client, brw.Reader), rt, s.cfg.Translator.CloseGrace, s.cfg.Translator.BufferSize)
+	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-up").Add(float64(up))
+	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-down").Add(float64(down))
+	logger.V(3).Info("Direct session ended", "bytesUp", up, "bytesDown", down, "duration", time.Since(ss.start))
+	return nil
+}
+
+// splice copies both ways between the client and the runtime, each copy
+// through one buffer of bufSize (bounded memory whatever the peers do).
+// When one side ends, the other gets a half-close and grace to finish its
+// part of the WebSocket closing handshake; then, or when ctx ends, both
+// connections close. It returns after both copies have.
+func splice(ctx context.Context, client, rt net.Conn, grace time.Duration, bufSize int) (up, down int64) {
+	type result struct {
+		up bool
+		n  int64
+	}
+	results := make(chan result, 2)
+	cp := func(dst, src net.Conn, isUp bool) {
+		n, _ := io.CopyBuffer(dst, src, make([]byte, bufSize))
+		_ = upgrade.CloseWrite(dst)
+		results <- result{isUp, n}
+	}
+	go cp(rt, client, true)
+	go cp(client, rt, false)
+	closeBoth := func() { client.Close(); rt.Close() }
+	stop := context.AfterFunc(ctx, closeBoth)
+	defer stop()
+	collect := func(r result) {
+		if r.up {
+			up = r.n
+		} else {
+			down = r.n
+		}
+	}
+	collect(<-results)
+	timer := time.AfterFunc(grace, closeBoth)
+	collect(<-results)
+	timer.Stop()
+	closeBoth()
+	return up, down
+}
