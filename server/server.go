@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 
 	"github.com/gorilla/websocket"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/component-base/featuregate"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/cri"
@@ -42,15 +40,15 @@ func NewFeatureGate() featuregate.MutableFeatureGate {
 }
 
 // Runtime hands out single-use streaming URLs; *cri.Client is one.
-type Runtime interface {
-	Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.URL, error)
-	Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*url.URL, error)
-	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*url.URL, error)
-}
+type Runtime = cri.Issuer
 
 // Config is everything the server needs; a kubelet fills it from its own
 // pod manager, authenticator and authorizer.
 type Config struct {
+	// URLs turns requests into runtime streaming URLs. When nil it is
+	// cri.ByLookup{Lookup, Runtime}; a kubelet passes its own (its pod
+	// manager knows the IDs without asking the runtime).
+	URLs    cri.URLSource
 	Lookup  cri.PodLookup
 	Runtime Runtime
 	// RuntimeTLS is used for https streaming URLs (nil: system roots).
@@ -86,8 +84,11 @@ type Server struct {
 
 // New checks cfg and builds the handler.
 func New(cfg Config) (*Server, error) {
-	if cfg.Lookup == nil || cfg.Runtime == nil {
-		return nil, fmt.Errorf("server needs a pod lookup and a runtime")
+	if cfg.URLs == nil {
+		if cfg.Lookup == nil || cfg.Runtime == nil {
+			return nil, fmt.Errorf("server needs a URL source, or a pod lookup and a runtime")
+		}
+		cfg.URLs = cri.ByLookup{Lookup: cfg.Lookup, Runtime: cfg.Runtime}
 	}
 	if cfg.Features == nil {
 		cfg.Features = NewFeatureGate()

@@ -15,7 +15,6 @@ import (
 	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/proxy"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
@@ -133,19 +132,13 @@ func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub 
 		return
 	}
 	pod, container := podRef(r), r.PathValue("container")
-	containerID, err := s.cfg.Lookup.ContainerID(ctx, pod, container)
-	if err != nil {
-		ss.fail(w, r, cri.HTTPStatus(err), err)
-		return
-	}
+	streams := cri.Streams{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, TTY: opts.TTY}
 	// Each call asks the runtime for a new single-use URL.
 	newURL := func(ctx context.Context) (*url.URL, error) {
 		if sub == Exec {
-			return s.cfg.Runtime.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: containerID, Cmd: cmd,
-				Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr})
+			return s.cfg.URLs.ExecURL(ctx, pod, container, cmd, streams)
 		}
-		return s.cfg.Runtime.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: containerID,
-			Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr})
+		return s.cfg.URLs.AttachURL(ctx, pod, container, streams)
 	}
 	u, err := newURL(ctx)
 	if err != nil {
@@ -215,13 +208,8 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pod := podRef(r)
-	sandboxID, err := s.cfg.Lookup.SandboxID(ctx, pod)
-	if err != nil {
-		ss.fail(w, r, cri.HTTPStatus(err), err)
-		return
-	}
 	newURL := func(ctx context.Context) (*url.URL, error) {
-		return s.cfg.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
+		return s.cfg.URLs.PortForwardURL(ctx, pod, ports)
 	}
 	u, err := newURL(ctx)
 	if err != nil {

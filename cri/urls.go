@@ -1,0 +1,77 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"net/url"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Streams are the standard streams a remotecommand session asks for.
+type Streams struct {
+	Stdin, Stdout, Stderr, TTY bool
+}
+
+// URLSource turns a kubelet API request into a runtime streaming URL; each
+// call returns a fresh single-use one. ByLookup is the standalone source; a
+// kubelet passes one built on its own GetExec, GetAttach and GetPortForward,
+// which already know its pods (see hack/kube/kubelet). Errors should be
+// *Error (Classify turns a runtime's gRPC error into one) so the client gets
+// the right HTTP status.
+type URLSource interface {
+	ExecURL(ctx context.Context, pod PodRef, container string, cmd []string, s Streams) (*url.URL, error)
+	AttachURL(ctx context.Context, pod PodRef, container string, s Streams) (*url.URL, error)
+	PortForwardURL(ctx context.Context, pod PodRef, ports []int32) (*url.URL, error)
+}
+
+// Issuer hands out streaming URLs for CRI requests; *Client is one.
+type Issuer interface {
+	Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.URL, error)
+	Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*url.URL, error)
+	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*url.URL, error)
+}
+
+// ByLookup finds the pod's IDs with Lookup and asks Runtime for the URL.
+type ByLookup struct {
+	Lookup  PodLookup
+	Runtime Issuer
+}
+
+var _ URLSource = ByLookup{}
+
+func (b ByLookup) ExecURL(ctx context.Context, pod PodRef, container string, cmd []string, s Streams) (*url.URL, error) {
+	id, err := b.Lookup.ContainerID(ctx, pod, container)
+	if err != nil {
+		return nil, err
+	}
+	return b.Runtime.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd,
+		Tty: s.TTY, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr})
+}
+
+func (b ByLookup) AttachURL(ctx context.Context, pod PodRef, container string, s Streams) (*url.URL, error) {
+	id, err := b.Lookup.ContainerID(ctx, pod, container)
+	if err != nil {
+		return nil, err
+	}
+	return b.Runtime.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: id,
+		Tty: s.TTY, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr})
+}
+
+func (b ByLookup) PortForwardURL(ctx context.Context, pod PodRef, ports []int32) (*url.URL, error) {
+	id, err := b.Lookup.SandboxID(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	return b.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: id, Port: ports})
+}
+
+// Classify turns an error from a runtime's gRPC API into an *Error of the
+// matching kind; errors that already are one pass unchanged.
+func Classify(err error) error {
+	var e *Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	return wrap(err)
+}
