@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-apiserver bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-apiserver test-kubelet bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -26,6 +26,10 @@ test-containerd:
 ## test-apiserver: kubectl through a real kube-apiserver v1.37.2 to kubestream (builds them once, see hack/kube.sh).
 test-apiserver:
 	hack/apiserver-e2e.sh
+
+## test-kubelet: kubectl through kube-apiserver to the upstream kubelet v1.37.2 with kubestream linked in, on containerd 2.4.
+test-kubelet:
+	hack/kubelet-e2e.sh
 
 ## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
 ## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.

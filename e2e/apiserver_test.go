@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/kubestream/kubestream/internal/pki"
 )
-
-const nodeName = "kubestream-node"
 
 // TestAPIServer runs kubectl v1.37.2 through a real kube-apiserver v1.37.2 to
 // kubestream. The node object's declaredFeatures is what the apiserver
@@ -100,7 +97,7 @@ func TestAPIServer(t *testing.T) {
 
 	t.Run("declared/port-forward", func(t *testing.T) {
 		before := n.requests("portforward", "tunneled")
-		kubectlPortForward(t, cp, tcpEcho(t))
+		forwardAndCheck(t, cp, "pod/demo", tcpEcho(t))
 		if got := n.requests("portforward", "tunneled") - before; got != 1 {
 			t.Errorf("kubestream tunneled %v port-forwards, want 1", got)
 		}
@@ -124,7 +121,7 @@ func TestAPIServer(t *testing.T) {
 			t.Errorf("the apiserver translated %v exec sessions, want 3", got)
 		}
 		pf := n.requests("portforward", "proxied-spdy")
-		kubectlPortForward(t, cp, tcpEcho(t))
+		forwardAndCheck(t, cp, "pod/demo", tcpEcho(t))
 		if n.requests("portforward", "proxied-spdy") == pf {
 			t.Error("the apiserver's SPDY port-forward did not reach kubestream")
 		}
@@ -149,15 +146,6 @@ func TestAPIServer(t *testing.T) {
 		}
 	})
 	n.waitIdle(15 * time.Second)
-}
-
-func seqOutput(n int) string {
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		b.WriteString(strconv.Itoa(i))
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
 
 // registerNode does what a kubelet does at start: a Node object whose
@@ -249,46 +237,5 @@ func kubectlAttach(t *testing.T, cp *controlPlane) {
 		if !lines.Scan() || lines.Text() != "echo: "+msg {
 			t.Fatalf("attach read %q (%v), want %q; stderr %s", lines.Text(), lines.Err(), "echo: "+msg, stderr.String())
 		}
-	}
-}
-
-var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
-
-// kubectlPortForward forwards a local port to port in pod demo and checks
-// an echo through it, then a bulk transfer.
-func kubectlPortForward(t *testing.T, cp *controlPlane, port int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := cp.kubectlCmd(ctx, "port-forward", "--address", "127.0.0.1", "pod/demo", fmt.Sprintf(":%d", port))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
-	var local uint16
-	for local == 0 && lines.Scan() {
-		if m := forwarding.FindStringSubmatch(lines.Text()); m != nil {
-			p, _ := strconv.Atoi(m[1])
-			local = uint16(p)
-		}
-	}
-	if local == 0 {
-		t.Fatalf("kubectl port-forward printed no local port: %v; stderr %s", lines.Err(), stderr.String())
-	}
-	go func() { // keep draining "Handling connection" lines
-		for lines.Scan() {
-		}
-	}()
-	if err := echoCheck(local, []byte(strings.Repeat("through kubectl port-forward ", 500))); err != nil {
-		t.Fatalf("%v; stderr %s", err, stderr.String())
-	}
-	if err := bulkEcho(local, 16<<20); err != nil {
-		t.Fatalf("%v; stderr %s", err, stderr.String())
 	}
 }

@@ -1,8 +1,9 @@
-//go:build apiserver
+//go:build apiserver || kubelet
 
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -16,6 +17,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +26,9 @@ import (
 
 	"github.com/kubestream/kubestream/internal/pki"
 )
+
+// nodeName is the Node the tests register or the kubelet registers.
+const nodeName = "kubestream-node"
 
 // controlPlane is a real etcd and kube-apiserver (built by hack/kube.sh)
 // with kubectl configured as a cluster admin. The apiserver holds the
@@ -298,4 +304,54 @@ next:
 		total += f
 	}
 	return total
+}
+
+func seqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// forwardAndCheck runs kubectl port-forward to port of target and checks
+// an echo through it, then a bulk transfer.
+func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := cp.kubectlCmd(ctx, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	var local uint16
+	for local == 0 && lines.Scan() {
+		if m := forwarding.FindStringSubmatch(lines.Text()); m != nil {
+			p, _ := strconv.Atoi(m[1])
+			local = uint16(p)
+		}
+	}
+	if local == 0 {
+		t.Fatalf("kubectl port-forward printed no local port: %v; stderr %s", lines.Err(), stderr.String())
+	}
+	go func() { // keep draining "Handling connection" lines
+		for lines.Scan() {
+		}
+	}()
+	if err := echoCheck(local, []byte(strings.Repeat("through kubectl port-forward ", 500))); err != nil {
+		t.Fatalf("%v; stderr %s", err, stderr.String())
+	}
+	if err := bulkEcho(local, 16<<20); err != nil {
+		t.Fatalf("%v; stderr %s", err, stderr.String())
+	}
 }

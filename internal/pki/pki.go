@@ -109,9 +109,10 @@ type Files struct {
 	OtherClientCert, OtherClient string // a client certificate from OtherCA (cert, key)
 }
 
-// WriteNodeSet writes a client CA, a serving pair, a client pair for user
-// (in group system:masters) and a pair from an untrusted CA into dir.
-func WriteNodeSet(dir, user string) (*Files, error) {
+// WriteNodeSet writes a client CA, a serving pair (for loopback and ips),
+// a client pair for user (in group system:masters) and a pair from an
+// untrusted CA into dir.
+func WriteNodeSet(dir, user string, ips ...net.IP) (*Files, error) {
 	ca, err := NewCA("kubestream-ca")
 	if err != nil {
 		return nil, err
@@ -120,7 +121,7 @@ func WriteNodeSet(dir, user string) (*Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := ca.Serving("kubestream-node")
+	srv, err := ca.Serving("kubestream-node", ips...)
 	if err != nil {
 		return nil, err
 	}

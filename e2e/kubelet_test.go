@@ -1,0 +1,196 @@
+//go:build kubelet
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubestream/kubestream/internal/pki"
+)
+
+// TestKubelet runs kubectl through a real kube-apiserver to the upstream
+// kubelet v1.37.2 with kubestream linked in (hack/kube/kubelet), in front of
+// a real containerd. Nothing is faked: the kubelet registers its node and
+// declares ExtendWebSocketsToKubelet itself, runs the pod through CRI and
+// reports it running; the apiserver reads the declaration and passes
+// kubectl's WebSockets through; kubestream serves them inside the kubelet.
+func TestKubelet(t *testing.T) {
+	endpoint := os.Getenv("KUBESTREAM_KUBELET_RUNTIME")
+	image := os.Getenv("KUBESTREAM_E2E_IMAGE")
+	if endpoint == "" || image == "" {
+		t.Fatal("KUBESTREAM_KUBELET_RUNTIME and KUBESTREAM_E2E_IMAGE are not set: run this with hack/kubelet-e2e.sh")
+	}
+	// A kubelet refuses a loopback node IP, so it serves on the machine's.
+	ip := hostIP(t)
+	certs, err := pki.WriteNodeSet(t.TempDir(), "kube-apiserver-kubelet-client", ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := startControlPlane(t, certs)
+	port := cp.startKubelet(certs, endpoint, ip)
+
+	// The apiserver learns of the kubelet's support from the node it
+	// registered, not from us.
+	waitFor(t, 2*time.Minute, func() bool {
+		r := cp.kubectl(nil, "get", "node", nodeName, "-o", "jsonpath={.status.declaredFeatures}")
+		return r.code == 0 && strings.Contains(r.stdout, "ExtendWebSocketsToKubelet")
+	})
+	if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}"); got != strconv.Itoa(port) {
+		t.Fatalf("node reports kubelet port %s, want %d", got, port)
+	}
+
+	cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "shell", "namespace": "default"},
+		"spec": map[string]any{"nodeName": nodeName, "hostNetwork": true, "terminationGracePeriodSeconds": 1,
+			"containers": []map[string]any{{"name": "app", "image": image, "imagePullPolicy": "Never",
+				"command": []string{"sleep", "3600"}}}}})
+	defer cp.kubectl(nil, "delete", "pod", "shell", "--wait=false")
+	waitFor(t, 2*time.Minute, func() bool {
+		return cp.kubectl(nil, "get", "pod", "shell", "-o", "jsonpath={.status.phase}").stdout == "Running"
+	})
+
+	streaming := func(route string) float64 {
+		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics/streaming")
+		var total float64
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "kubestream_streaming_requests_total{") && strings.Contains(line, `route="`+route+`"`) {
+				var f float64
+				_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
+				total += f
+			}
+		}
+		return total
+	}
+
+	t.Run("exec", func(t *testing.T) {
+		r := cp.kubectl(nil, "exec", "shell", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+		if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		data := make([]byte, 2<<20)
+		_, _ = rand.Read(data)
+		r = cp.kubectl(bytes.NewReader(data), "exec", "-i", "shell", "--", "wc", "-c")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != strconv.Itoa(len(data)) {
+			t.Fatalf("wc -c: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		r = cp.kubectl(nil, "exec", "shell", "--", "seq", "1", "100000")
+		if r.code != 0 || r.stdout != seqOutput(100000) {
+			t.Fatalf("seq: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
+		}
+		// containerd refuses v5, so kubestream translated every session
+		// (after one refused direct offer).
+		if got := streaming("translated"); got < 3 {
+			t.Fatalf("kubestream in the kubelet translated %v exec sessions, want 3", got)
+		}
+		if got := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"}); got < 3 {
+			t.Fatalf("the apiserver passed %v exec WebSockets to the kubelet, want 3", got)
+		}
+	})
+
+	t.Run("port-forward", func(t *testing.T) {
+		// A host-network pod's port-forward reaches the host's loopback.
+		forwardAndCheck(t, cp, "pod/shell", tcpEcho(t))
+		if got := streaming("tunneled"); got != 1 {
+			t.Fatalf("kubestream in the kubelet tunneled %v port-forwards, want 1", got)
+		}
+	})
+}
+
+// startKubelet runs the patched kubelet against the control plane and the
+// runtime at endpoint and returns its port.
+func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP) int {
+	cp.t.Helper()
+	dir := filepath.Join(cp.dir, "kubelet")
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		cp.t.Fatal(err)
+	}
+	// The kubelet bind-mounts its root directory (and pods' volumes) and
+	// leaves the mounts when it stops; the temporary directory needs them
+	// gone. Cleanups run last-in first-out: this one after the kubelet's end.
+	cp.t.Cleanup(func() { unmountUnder(cp.t, dir) })
+	port := freePort(cp.t)
+	cfg := map[string]any{
+		"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+		"address": ip.String(), "port": port, "readOnlyPort": 0, "healthzPort": 0,
+		"tlsCertFile": node.ServerCert, "tlsPrivateKeyFile": node.ServerKey,
+		"authentication": map[string]any{"x509": map[string]string{"clientCAFile": node.CA},
+			"webhook": map[string]bool{"enabled": false}, "anonymous": map[string]bool{"enabled": false}},
+		"authorization":            map[string]string{"mode": "AlwaysAllow"},
+		"containerRuntimeEndpoint": endpoint,
+		"podLogsDir":               filepath.Join(dir, "logs"),
+		// No systemd, cgroup v1 on this machine, a small shared disk: a
+		// kubelet that only runs pods, without QoS cgroups or evictions.
+		"cgroupDriver": "cgroupfs", "cgroupsPerQOS": false, "enforceNodeAllocatable": []string{},
+		"failCgroupV1": false, "failSwapOn": false, "localStorageCapacityIsolation": false,
+		"evictionHard":                map[string]string{"memory.available": "0%", "nodefs.available": "0%", "imagefs.available": "0%"},
+		"imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+		"nodeStatusUpdateFrequency": "2s", "resolvConf": "",
+		"featureGates": map[string]bool{"KubeletInUserNamespace": true},
+	}
+	b, _ := json.Marshal(cfg)
+	cfgFile := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		cp.t.Fatal(err)
+	}
+	// The admin's identity: the Node authorizer and NodeRestriction are
+	// not what this test is about.
+	kc := filepath.Join(dir, "kubeconfig")
+	data, err := os.ReadFile(cp.kubeconfig)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	if err := os.WriteFile(kc, data, 0o600); err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.start("kubelet-kubestream", "--config", cfgFile, "--kubeconfig", kc,
+		"--root-dir", filepath.Join(dir, "root"), "--hostname-override", nodeName, "--node-ip", ip.String(), "--v=2")
+	return port
+}
+
+// hostIP is the machine's first non-loopback IPv4 address.
+func hostIP(t *testing.T) net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.To4()
+		}
+	}
+	t.Fatal("no non-loopback IPv4 address for the kubelet")
+	return nil
+}
+
+// unmountUnder lazily unmounts every mount point below dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", p, err)
+		}
+	}
+}

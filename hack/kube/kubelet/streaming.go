@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	"k8s.io/klog/v2"
+	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
+	kubeletserver "k8s.io/kubernetes/pkg/kubelet/server"
+
+	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/server"
+)
+
+// streamingHandler is kubestream's server as the kubelet mounts it; the
+// kubelet serves MetricsHandler at /metrics/streaming.
+type streamingHandler struct{ *server.Server }
+
+func (h streamingHandler) MetricsHandler() http.Handler { return h.Metrics().Handler() }
+
+// newStreamingHandler builds kubestream on the kubelet's own pieces: its
+// pod manager and CRI calls through HostInterface, its feature gate (so
+// ExtendWebSocketsToKubelet means the same for both). Authentication and
+// authorization stay the kubelet's filter, which has run before any request
+// reaches kubestream, so kubestream's own guard is left open.
+func newStreamingHandler(ctx context.Context, host kubeletserver.HostInterface) (http.Handler, error) {
+	srv, err := server.New(server.Config{
+		URLs:     hostURLs{host},
+		Features: utilfeature.DefaultFeatureGate,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubestream: %w", err)
+	}
+	klog.FromContext(ctx).Info("kubestream serves exec, attach and port-forward")
+	return streamingHandler{srv}, nil
+}
+
+// hostURLs asks the kubelet for streaming URLs exactly as its own handlers
+// do: the pod from its pod manager, the URL from GetExec, GetAttach or
+// GetPortForward (which find the container and call CRI).
+type hostURLs struct{ host kubeletserver.HostInterface }
+
+func (h hostURLs) pod(ref cri.PodRef) (string, types.UID, error) {
+	p, ok := h.host.GetPodByName(ref.Namespace, ref.Name)
+	if !ok || (ref.UID != "" && string(p.UID) != ref.UID) {
+		return "", "", &cri.Error{Kind: cri.NotFound, Msg: "pod " + ref.String() + " does not exist"}
+	}
+	return kubecontainer.GetPodFullName(p), p.UID, nil
+}
+
+func (h hostURLs) ExecURL(ctx context.Context, ref cri.PodRef, container string, cmd []string, s cri.Streams) (*url.URL, error) {
+	name, uid, err := h.pod(ref)
+	if err != nil {
+		return nil, err
+	}
+	u, err := h.host.GetExec(ctx, name, uid, container, cmd, remotecommandserver.Options{
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, TTY: s.TTY})
+	return u, cri.Classify(err)
+}
+
+func (h hostURLs) AttachURL(ctx context.Context, ref cri.PodRef, container string, s cri.Streams) (*url.URL, error) {
+	name, uid, err := h.pod(ref)
+	if err != nil {
+		return nil, err
+	}
+	u, err := h.host.GetAttach(ctx, name, uid, container, remotecommandserver.Options{
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, TTY: s.TTY})
+	return u, cri.Classify(err)
+}
+
+func (h hostURLs) PortForwardURL(ctx context.Context, ref cri.PodRef, ports []int32) (*url.URL, error) {
+	p, ok := h.host.GetPodByName(ref.Namespace, ref.Name)
+	if !ok || (ref.UID != "" && string(p.UID) != ref.UID) {
+		return nil, &cri.Error{Kind: cri.NotFound, Msg: "pod " + ref.String() + " does not exist"}
+	}
+	u, err := h.host.GetPortForward(ctx, p.Name, p.Namespace, p.UID, portforward.V4Options{Ports: ports})
+	return u, cri.Classify(err)
+}
