@@ -59,7 +59,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // serverWS upgrades a fake request over conn, as the server does.
-func serverWS(b *testing.B, conn net.Conn) *websocket.Conn {
+func serverWS(b testing.TB, conn net.Conn) *websocket.Conn {
 	b.Helper()
 	req := httptest.NewRequest(http.MethodGet, "/exec", nil)
 	req.Header.Set("Connection", "Upgrade")
@@ -102,7 +102,7 @@ func BenchmarkFrameIn(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_, r, err := s.wc.ws.NextReader()
+		_, r, err := s.wc.nextReader()
 		if err != nil {
 			b.Fatal(err)
 		}

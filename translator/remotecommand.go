@@ -136,7 +136,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.wc.drain()
 		res.Err = readErr
 	case errors.Is(readErr, websocket.ErrReadLimit):
-		// gorilla already sent close 1009 to the client.
+		// The reader already sent close 1009 to the client.
 		s.abort(nil)
 		s.wc.drain()
 		res.Err = fmt.Errorf("client message larger than %d bytes: %w", cfg.MaxMessageSize, readErr)
@@ -349,7 +349,7 @@ func (s *rcSession) readStatus(n int) error {
 func (s *rcSession) readLoop() error {
 	defer close(s.wc.readDone)
 	for {
-		mt, r, err := s.wc.ws.NextReader()
+		mt, r, err := s.wc.nextReader()
 		if err != nil {
 			return err
 		}

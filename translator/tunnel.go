@@ -82,7 +82,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 			return nil
 		}
 		for {
-			mt, r, err := ws.NextReader()
+			mt, r, err := wc.nextReader()
 			if err != nil {
 				return err
 			}

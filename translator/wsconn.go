@@ -42,6 +42,8 @@ type wsConn struct {
 	rdmu          sync.Mutex // guards readDeadline; apart from mu so a slow write never stalls reading
 	readDeadline  time.Time
 	writeDeadline time.Time // under mu
+
+	rd readState // the read side (wsread.go), the read loop's alone
 }
 
 // slack is how far a deadline may lag behind where it would be if moved on
@@ -50,22 +52,7 @@ func slack(window time.Duration) time.Duration { return min(time.Second, window/
 
 func newWSConn(ws *websocket.Conn, cfg *Config) *wsConn {
 	c := &wsConn{ws: ws, cfg: cfg, readDone: make(chan struct{})}
-	ws.SetReadLimit(int64(cfg.MaxMessageSize))
 	c.extendReadDeadline()
-	// Any frame from the peer proves it is alive. gorilla calls these
-	// handlers from the read loop, so they never race with NextReader.
-	ws.SetPingHandler(func(data string) error {
-		c.extendReadDeadline()
-		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.cfg.WriteTimeout))
-		if err != nil && !errors.Is(err, websocket.ErrCloseSent) && !isTimeout(err) {
-			return err
-		}
-		return nil
-	})
-	ws.SetPongHandler(func(string) error {
-		c.extendReadDeadline()
-		return nil
-	})
 	return c
 }
 
@@ -173,15 +160,16 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 // drain discards what the peer still sends until its close frame, its
 // disconnect or the grace deadline closeWith set, whichever is first, so
 // closing the socket cannot reset data the peer has yet to read (our status
-// and close frame among it). After gorilla's read limit trips it will not
-// read messages any more, so the raw connection is drained instead.
+// and close frame among it). After the read limit trips, or the framing
+// broke, messages cannot be told apart any more, so the raw connection is
+// drained instead.
 func (c *wsConn) drain() {
 	for {
-		_, _, err := c.ws.NextReader()
+		_, _, err := c.nextReader()
 		if err == nil {
 			continue
 		}
-		if errors.Is(err, websocket.ErrReadLimit) {
+		if errors.Is(err, websocket.ErrReadLimit) || errors.Is(err, errProtocol) {
 			_, _ = io.Copy(io.Discard, c.ws.NetConn())
 		}
 		return

@@ -1,0 +1,355 @@
+package translator
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+)
+
+// The client side's reads are hand-written (RFC 6455 §5) rather than
+// gorilla's NextReader: gorilla allocates a reader per message, and the
+// tunnel gets three messages per SPDY frame from client-go, so that is an
+// allocation per frame on the hottest path. gorilla still does the
+// handshake and every write. Its Upgrade refuses a client that sent data
+// before the 101, so gorilla's own buffer is empty when it returns and the
+// connection's every byte after it is ours to read.
+
+// readBufSize is the staging buffer for frame headers and small messages;
+// the size of the bufio.Reader gorilla would use, so an idle session costs
+// what it did. Payloads larger than it are read straight into the caller's
+// buffer.
+const readBufSize = 4096
+
+const (
+	opContinuation = 0
+	opText         = websocket.TextMessage
+	opBinary       = websocket.BinaryMessage
+	opClose        = websocket.CloseMessage
+	opPing         = websocket.PingMessage
+	opPong         = websocket.PongMessage
+)
+
+// errProtocol marks a client that broke RFC 6455 framing: close code 1002.
+var errProtocol = errors.New("websocket protocol error")
+
+func frameErrf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errProtocol}, a...)...)
+}
+
+// msgReader is the reader of the current message; it lives in wsConn, so a
+// message costs no allocation.
+type msgReader struct{ c *wsConn }
+
+func (m msgReader) Read(p []byte) (int, error) { return m.c.readPayload(p) }
+
+// readState is wsConn's read side. Only the session's read loop touches it.
+type readState struct {
+	rbuf       [readBufSize]byte
+	rpos, rend int
+
+	inMessage bool  // a data message is being read
+	final     bool  // its current frame is the last
+	left      int64 // payload bytes left in the current frame
+	msgLen    int64 // payload bytes of the message so far
+	mask      [4]byte
+	maskPos   int
+	ctl       [125]byte // control frame payloads
+	err       error     // sticky: the read side is done
+}
+
+// fill reads at least n bytes into the staging buffer.
+func (c *wsConn) fill(n int) error {
+	r := &c.rd
+	if r.rend-r.rpos >= n {
+		return nil
+	}
+	if r.rpos > 0 {
+		r.rend = copy(r.rbuf[:], r.rbuf[r.rpos:r.rend])
+		r.rpos = 0
+	}
+	for r.rend < n {
+		m, err := c.ws.NetConn().Read(r.rbuf[r.rend:])
+		r.rend += m
+		if err != nil {
+			if r.rend >= n {
+				return nil
+			}
+			if err == io.EOF && r.rend > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// nextReader returns the next data message's type and a reader of its
+// payload, answering pings and closes on the way, as gorilla's NextReader
+// does. What is left unread of the previous message is discarded.
+func (c *wsConn) nextReader() (int, io.Reader, error) {
+	r := &c.rd
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	for r.inMessage {
+		if _, err := c.readPayload(r.ctl[:]); err != nil && err != io.EOF {
+			return 0, nil, c.fail(err)
+		} else if err == io.EOF {
+			break
+		}
+	}
+	for {
+		op, err := c.nextFrame()
+		if err != nil {
+			return 0, nil, c.fail(err)
+		}
+		switch op {
+		case opContinuation:
+			return 0, nil, c.fail(frameErrf("continuation frame without a message"))
+		case opText, opBinary:
+			r.inMessage = true
+			return op, msgReader{c}, nil
+		}
+	}
+}
+
+// fail ends the read side. A client that broke the framing or the size
+// limit gets the close code RFC 6455 gives it (1002, 1009) at once, as
+// gorilla's reader did; the session's status is moot after that.
+func (c *wsConn) fail(err error) error {
+	c.rd.err = err
+	c.rd.inMessage = false
+	switch {
+	case errors.Is(err, websocket.ErrReadLimit):
+		c.closeWith(nil, websocket.CloseMessageTooBig, "")
+	case errors.Is(err, errProtocol):
+		c.closeWith(nil, websocket.CloseProtocolError, err.Error())
+	}
+	return err
+}
+
+// nextFrame reads frame headers until a data frame, handling control
+// frames in between; it returns the data frame's opcode with its payload
+// ready to read.
+func (c *wsConn) nextFrame() (int, error) {
+	r := &c.rd
+	for {
+		if err := c.fill(2); err != nil {
+			return 0, err
+		}
+		b0, b1 := r.rbuf[r.rpos], r.rbuf[r.rpos+1]
+		hlen := 2
+		switch b1 & 0x7f {
+		case 126:
+			hlen += 2
+		case 127:
+			hlen += 8
+		}
+		if b1&0x80 == 0 {
+			return 0, frameErrf("client frame not masked")
+		}
+		if err := c.fill(hlen + 4); err != nil {
+			return 0, err
+		}
+		h := r.rbuf[r.rpos : r.rpos+hlen+4]
+		var n int64
+		switch hlen {
+		case 2:
+			n = int64(b1 & 0x7f)
+		case 4:
+			n = int64(binary.BigEndian.Uint16(h[2:]))
+		default:
+			u := binary.BigEndian.Uint64(h[2:])
+			if u > 1<<62 {
+				return 0, frameErrf("frame length %d", u)
+			}
+			n = int64(u)
+		}
+		copy(r.mask[:], h[hlen:])
+		r.rpos += hlen + 4
+		r.maskPos = 0
+		r.left = n
+		fin, op := b0&0x80 != 0, int(b0&0x0f)
+		if b0&0x70 != 0 {
+			return 0, frameErrf("reserved bits set without an extension")
+		}
+		switch op {
+		case opPing, opPong, opClose:
+			if !fin || n > 125 {
+				return 0, frameErrf("control frame fragmented or longer than 125 bytes")
+			}
+			if err := c.control(op, int(n)); err != nil {
+				return 0, err
+			}
+			continue
+		case opContinuation:
+			if !r.inMessage {
+				return opContinuation, nil
+			}
+		case opText, opBinary:
+			if r.inMessage {
+				return 0, frameErrf("new message inside a fragmented one")
+			}
+			r.msgLen = 0
+		default:
+			return 0, frameErrf("unknown opcode %d", op)
+		}
+		r.final = fin
+		r.msgLen += n
+		if r.msgLen > int64(c.cfg.MaxMessageSize) {
+			return 0, websocket.ErrReadLimit
+		}
+		return op, nil
+	}
+}
+
+// control handles one control frame of n payload bytes.
+func (c *wsConn) control(op, n int) error {
+	r := &c.rd
+	payload := r.ctl[:n]
+	for got := 0; got < n; {
+		m, err := c.readRaw(payload[got:])
+		got += m
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	// Any frame from the peer proves it is alive.
+	c.extendReadDeadline()
+	switch op {
+	case opPing:
+		err := c.ws.WriteControl(websocket.PongMessage, payload, time.Now().Add(c.cfg.WriteTimeout))
+		if err != nil && !errors.Is(err, websocket.ErrCloseSent) && !isTimeout(err) {
+			return err
+		}
+	case opClose:
+		code, text := websocket.CloseNoStatusReceived, ""
+		switch {
+		case n == 1:
+			return frameErrf("close frame with a 1-byte payload")
+		case n >= 2:
+			code = int(binary.BigEndian.Uint16(payload))
+			text = string(payload[2:])
+			if !validCloseCode(code) || !utf8.ValidString(text) {
+				return frameErrf("invalid close frame (code %d)", code)
+			}
+		}
+		// Answer as gorilla would; after our own close this is a no-op.
+		reply := []byte{}
+		if code != websocket.CloseNoStatusReceived {
+			reply = websocket.FormatCloseMessage(code, "")
+		}
+		_ = c.ws.WriteControl(websocket.CloseMessage, reply, time.Now().Add(c.cfg.WriteTimeout))
+		return &websocket.CloseError{Code: code, Text: text}
+	}
+	return nil
+}
+
+func validCloseCode(code int) bool {
+	switch code {
+	case 1004, 1005, 1006, 1015:
+		return false
+	}
+	return (code >= 1000 && code <= 1014) || (code >= 3000 && code <= 4999)
+}
+
+// readRaw reads the current frame's payload (at most what is left of it),
+// unmasked: staged bytes first, then, for a large read, straight from the
+// connection into p.
+func (c *wsConn) readRaw(p []byte) (int, error) {
+	r := &c.rd
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	if r.rend > r.rpos {
+		n = copy(p, r.rbuf[r.rpos:r.rend])
+		r.rpos += n
+	} else if len(p) >= readBufSize {
+		n, err = c.ws.NetConn().Read(p)
+	} else {
+		r.rpos, r.rend = 0, 0
+		var m int
+		m, err = c.ws.NetConn().Read(r.rbuf[:])
+		r.rend = m
+		n = copy(p, r.rbuf[:m])
+		r.rpos = n
+	}
+	if n > 0 {
+		r.maskPos = unmask(r.mask, r.maskPos, p[:n])
+		r.left -= int64(n)
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// readPayload reads the current message across its frames; io.EOF at its
+// end.
+func (c *wsConn) readPayload(p []byte) (int, error) {
+	r := &c.rd
+	if r.err != nil {
+		return 0, r.err
+	}
+	if !r.inMessage {
+		return 0, io.EOF
+	}
+	for r.left == 0 {
+		if r.final {
+			r.inMessage = false
+			return 0, io.EOF
+		}
+		op, err := c.nextFrame()
+		if err != nil {
+			return 0, c.fail(err)
+		}
+		if op != opContinuation {
+			return 0, c.fail(frameErrf("data frame of type %d inside a fragmented message", op))
+		}
+	}
+	n, err := c.readRaw(p)
+	if err != nil {
+		return n, c.fail(err)
+	}
+	return n, nil
+}
+
+// unmask XORs b with the 4-byte key starting at key position pos and returns
+// the position after it. Unrolled to 32 bytes a step: three times the speed
+// of an 8-byte loop, and faster than gorilla's word loop, with no unsafe.
+func unmask(key [4]byte, pos int, b []byte) int {
+	if len(b) >= 64 {
+		var k [8]byte
+		for i := range k {
+			k[i] = key[(pos+i)&3]
+		}
+		k8 := binary.LittleEndian.Uint64(k[:])
+		n := len(b) &^ 31
+		for i := 0; i < n; i += 32 {
+			c := b[i : i+32 : i+32]
+			binary.LittleEndian.PutUint64(c[0:], binary.LittleEndian.Uint64(c[0:])^k8)
+			binary.LittleEndian.PutUint64(c[8:], binary.LittleEndian.Uint64(c[8:])^k8)
+			binary.LittleEndian.PutUint64(c[16:], binary.LittleEndian.Uint64(c[16:])^k8)
+			binary.LittleEndian.PutUint64(c[24:], binary.LittleEndian.Uint64(c[24:])^k8)
+		}
+		b = b[n:]
+	}
+	for i := range b {
+		b[i] ^= key[pos&3]
+		pos++
+	}
+	return pos & 3
+}
