@@ -25,9 +25,12 @@ func (staticLookup) ContainerID(context.Context, cri.PodRef, string) (string, er
 	return benchContainer, nil
 }
 
-// kubestreamHandler is kubestream's server as a kubelet would mount it.
+// kubestreamHandler is kubestream's server as a kubelet would mount it. The
+// backend (cri-streaming) refuses v5, so the direct path is off: with auto
+// the first session would pay one refused offer, and the figures are about
+// translating.
 func kubestreamHandler(c *cri.Client) (http.Handler, error) {
-	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c})
+	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectNever}})
 }
 
 // upstreamHandler is what a kube-apiserver (and a 1.36+ kubelet under
