@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,17 +18,24 @@ import (
 // systemd unit only uses flags kubestream serve has, with values it takes.
 func TestManifests(t *testing.T) {
 	t.Run("kind", func(t *testing.T) {
-		b, err := os.ReadFile("../manifests/kind/cluster.yaml")
+		// hack/kind.sh renders the file the way kind will read it.
+		b, err := exec.Command("../hack/kind.sh", "render").Output()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("hack/kind.sh render: %v", err)
 		}
 		var cfg struct {
 			Kind         string          `json:"kind"`
 			APIVersion   string          `json:"apiVersion"`
 			FeatureGates map[string]bool `json:"featureGates"`
 			Nodes        []struct {
-				Role                 string   `json:"role"`
-				KubeadmConfigPatches []string `json:"kubeadmConfigPatches"`
+				Role                 string            `json:"role"`
+				Labels               map[string]string `json:"labels"`
+				KubeadmConfigPatches []string          `json:"kubeadmConfigPatches"`
+				ExtraMounts          []struct {
+					HostPath      string `json:"hostPath"`
+					ContainerPath string `json:"containerPath"`
+					ReadOnly      bool   `json:"readOnly"`
+				} `json:"extraMounts"`
 			} `json:"nodes"`
 		}
 		if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
@@ -35,14 +44,24 @@ func TestManifests(t *testing.T) {
 		if cfg.Kind != "Cluster" || cfg.APIVersion != "kind.x-k8s.io/v1alpha4" || len(cfg.Nodes) < 2 {
 			t.Fatalf("not a kind cluster with a worker: %+v", cfg)
 		}
-		var worker bool
+		var worker, patched bool
 		for _, n := range cfg.Nodes {
+			if n.Role != "worker" {
+				continue
+			}
 			for _, p := range n.KubeadmConfigPatches {
-				worker = worker || (n.Role == "worker" && strings.Contains(p, "feature-gates: ExtendWebSocketsToKubelet=true"))
+				worker = worker || strings.Contains(p, "feature-gates: ExtendWebSocketsToKubelet=true")
+			}
+			for _, m := range n.ExtraMounts {
+				patched = patched || (m.ContainerPath == "/usr/bin/kubelet" && filepath.IsAbs(m.HostPath) &&
+					filepath.Base(m.HostPath) == "kubelet-kubestream")
 			}
 		}
 		if !worker {
 			t.Error("no worker kubelet with ExtendWebSocketsToKubelet on")
+		}
+		if !patched {
+			t.Error("the worker does not run the kubelet with kubestream (extraMounts over /usr/bin/kubelet)")
 		}
 		for _, g := range []string{"TranslateStreamCloseWebsocketRequests", "PortForwardWebsockets", "ExtendWebSocketsToKubelet"} {
 			if !cfg.FeatureGates[g] {

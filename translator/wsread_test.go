@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -14,14 +15,14 @@ import (
 // scriptConn replays a client's bytes and records what the server writes.
 type scriptConn struct {
 	loopConn
-	in  *bytes.Reader
-	out bytes.Buffer
+	in      *bytes.Reader
+	out     bytes.Buffer
+	maxRead int // 0: as much as asked
 }
 
 func (c *scriptConn) Read(p []byte) (int, error) {
-	// Small reads, so frames straddle the staging buffer's refills.
-	if len(p) > 1000 {
-		p = p[:1000]
+	if c.maxRead > 0 && len(p) > c.maxRead {
+		p = p[:c.maxRead]
 	}
 	return c.in.Read(p)
 }
@@ -68,9 +69,9 @@ func serverFrames(t *testing.T, b []byte) (ops []int, payloads [][]byte) {
 	return ops, payloads
 }
 
-func newTestWSConn(t *testing.T, in []byte, maxMsg int) (*wsConn, *scriptConn) {
+func newTestWSConn(t *testing.T, in []byte, maxMsg, maxRead int) (*wsConn, *scriptConn) {
 	t.Helper()
-	conn := &scriptConn{in: bytes.NewReader(in)}
+	conn := &scriptConn{in: bytes.NewReader(in), maxRead: maxRead}
 	cfg := DefaultConfig()
 	cfg.MaxMessageSize = maxMsg
 	ws := serverWS(t, conn)
@@ -121,58 +122,62 @@ func TestReader(t *testing.T) {
 		{name: "truncated connection", in: maskedFrame(true, 2, big)[:5000], maxMsg: 1 << 20,
 			wantErr: func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.maxMsg == 0 {
-				tc.maxMsg = 1024
-			}
-			c, conn := newTestWSConn(t, tc.in, tc.maxMsg)
-			var got [][]byte
-			var err error
-			for {
-				var r io.Reader
-				if _, r, err = c.nextReader(); err != nil {
-					break
+		// Small connection reads make frames straddle the staging buffer's
+		// refills; whole ones let large reads run on into the next frames.
+		for _, maxRead := range []int{1000, 0} {
+			t.Run(fmt.Sprintf("%s/reads=%d", tc.name, maxRead), func(t *testing.T) {
+				if tc.maxMsg == 0 {
+					tc.maxMsg = 1024
 				}
-				// Odd-sized reads put unmasking at every key offset.
-				var msg []byte
-				buf := make([]byte, 4099)
-				for size := 1; ; size = size%4099 + 7 {
-					n, rerr := r.Read(buf[:size])
-					msg = append(msg, buf[:n]...)
-					if rerr == io.EOF {
+				c, conn := newTestWSConn(t, tc.in, tc.maxMsg, maxRead)
+				var got [][]byte
+				var err error
+				for {
+					var r io.Reader
+					if _, r, err = c.nextReader(); err != nil {
 						break
 					}
-					if rerr != nil {
-						err = rerr
+					// Odd-sized reads put unmasking at every key offset.
+					var msg []byte
+					buf := make([]byte, 4099)
+					for size := 1; ; size = size%4099 + 7 {
+						n, rerr := r.Read(buf[:size])
+						msg = append(msg, buf[:n]...)
+						if rerr == io.EOF {
+							break
+						}
+						if rerr != nil {
+							err = rerr
+							break
+						}
+					}
+					if err != nil {
 						break
 					}
+					got = append(got, msg)
 				}
-				if err != nil {
-					break
+				if !tc.wantErr(err) {
+					t.Fatalf("ended with %v", err)
 				}
-				got = append(got, msg)
-			}
-			if !tc.wantErr(err) {
-				t.Fatalf("ended with %v", err)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("read %d messages, want %d", len(got), len(tc.want))
-			}
-			for i := range got {
-				if !bytes.Equal(got[i], tc.want[i]) {
-					t.Fatalf("message %d differs (%d bytes, want %d)", i, len(got[i]), len(tc.want[i]))
+				if len(got) != len(tc.want) {
+					t.Fatalf("read %d messages, want %d", len(got), len(tc.want))
 				}
-			}
-			ops, _ := serverFrames(t, conn.out.Bytes())
-			if len(ops) != len(tc.wantSent) {
-				t.Fatalf("server wrote opcodes %v, want %v", ops, tc.wantSent)
-			}
-			for i := range ops {
-				if ops[i] != tc.wantSent[i] {
+				for i := range got {
+					if !bytes.Equal(got[i], tc.want[i]) {
+						t.Fatalf("message %d differs (%d bytes, want %d)", i, len(got[i]), len(tc.want[i]))
+					}
+				}
+				ops, _ := serverFrames(t, conn.out.Bytes())
+				if len(ops) != len(tc.wantSent) {
 					t.Fatalf("server wrote opcodes %v, want %v", ops, tc.wantSent)
 				}
-			}
-		})
+				for i := range ops {
+					if ops[i] != tc.wantSent[i] {
+						t.Fatalf("server wrote opcodes %v, want %v", ops, tc.wantSent)
+					}
+				}
+			})
+		}
 	}
 }
 
