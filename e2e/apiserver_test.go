@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -211,26 +209,7 @@ func kubectlCopy(t *testing.T, cp *controlPlane) {
 
 // kubectlAttach attaches to the echo container, which answers each line.
 func kubectlAttach(t *testing.T, cp *controlPlane) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := cp.kubectlCmd(ctx, "attach", "-i", "echo", "-c", "echo")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The echo container keeps running after we detach, so kubectl is ended
-	// by a signal, as a user's Ctrl-C would.
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
+	stdin, lines, stderr := cp.background(t, true, "attach", "-i", "echo", "-c", "echo")
 	for i := 0; i < 3; i++ {
 		msg := fmt.Sprintf("through the apiserver %d", i)
 		fmt.Fprintln(stdin, msg)

@@ -317,23 +317,38 @@ func seqOutput(n int) string {
 
 var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
 
-// forwardAndCheck runs kubectl port-forward to port of target and checks
-// an echo through it, then a bulk transfer.
-func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
+// background starts kubectl for a command that runs until stopped (attach,
+// port-forward) and stops it, as a user's Ctrl-C would, when the test ends.
+// It returns kubectl's stdin (nil unless asked), its stdout by lines, and
+// its stderr.
+func (cp *controlPlane) background(t *testing.T, withStdin bool, args ...string) (io.WriteCloser, *bufio.Scanner, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := cp.kubectlCmd(ctx, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
+	cmd := cp.kubectlCmd(ctx, args...)
+	var stdin io.WriteCloser
+	var err error
+	if withStdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); cancel() })
+	return stdin, bufio.NewScanner(stdout), stderr
+}
+
+// forwardAndCheck runs kubectl port-forward to port of target and checks
+// an echo through it, then a bulk transfer.
+func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
+	_, lines, stderr := cp.background(t, false, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
 	var local uint16
 	for local == 0 && lines.Scan() {
 		if m := forwarding.FindStringSubmatch(lines.Text()); m != nil {

@@ -149,10 +149,17 @@ func (r *Runtime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runti
 		return nil, err
 	}
 	resp, err := r.streaming.GetExec(req)
-	if err == nil && r.wsFront != nil {
-		r.wsFront.remember(resp.Url, translator.Options{Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr, TTY: req.Tty})
+	if err == nil {
+		r.issued(resp.Url, req.Stdin, req.Stdout, req.Stderr, req.Tty)
 	}
 	return resp, err
+}
+
+// issued tells the WebSocket front (if any) which streams a URL is for.
+func (r *Runtime) issued(url string, stdin, stdout, stderr, tty bool) {
+	if r.wsFront != nil {
+		r.wsFront.remember(url, translator.Options{Stdin: stdin, Stdout: stdout, Stderr: stderr, TTY: tty})
+	}
 }
 
 func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
@@ -164,8 +171,8 @@ func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*r
 		return nil, status.Errorf(codes.InvalidArgument, "container %s was not started with stdin open", c.name)
 	}
 	resp, err := r.streaming.GetAttach(req)
-	if err == nil && r.wsFront != nil {
-		r.wsFront.remember(resp.Url, translator.Options{Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr, TTY: req.Tty})
+	if err == nil {
+		r.issued(resp.Url, req.Stdin, req.Stdout, req.Stderr, req.Tty)
 	}
 	return resp, err
 }
