@@ -63,7 +63,9 @@ func newDemo() *cobra.Command {
 			err = client.RunRemoteCommand(ctx, "exec", "demo", []string{"sh", "-c", script},
 				strings.NewReader("hello over v5.channel.k8s.io\n"), os.Stdout, os.Stdout)
 			fmt.Printf("→ exec ended with: %v (exit code 3 expected: it travelled back on v5 channel 3)\n", err)
-			fmt.Printf("→ route taken: %s\n\n", routeSummary(run))
+			fmt.Printf("→ offered to the runtime unchanged first: %s\n", metricSummary(run, "kubestream_runtime_websocket_offers_total"))
+			fmt.Printf("  (the reference runtime, like containerd, refuses v5: that is its error line above; the refusal is remembered)\n")
+			fmt.Printf("→ route taken: %s\n\n", metricSummary(run, "kubestream_streaming_requests_total"))
 			if exit {
 				return nil
 			}
@@ -106,14 +108,14 @@ func demoPod(ctx context.Context, endpoint, image, dir string) (func(), error) {
 	return remove, nil
 }
 
-func routeSummary(run *app.Running) string {
+func metricSummary(run *app.Running, name string) string {
 	mfs, err := run.Server.Metrics().Registry.Gather()
 	if err != nil {
 		return err.Error()
 	}
 	var parts []string
 	for _, mf := range mfs {
-		if mf.GetName() != "kubestream_streaming_requests_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -124,5 +126,5 @@ func routeSummary(run *app.Running) string {
 			parts = append(parts, fmt.Sprintf("%s: %v", strings.Join(l, ","), m.GetCounter().GetValue()))
 		}
 	}
-	return "kubestream_streaming_requests_total{" + strings.Join(parts, "; ") + "}"
+	return name + "{" + strings.Join(parts, "; ") + "}"
 }
