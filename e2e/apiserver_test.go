@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/internal/pki"
 )
 
@@ -44,8 +50,8 @@ func TestAPIServer(t *testing.T) {
 		}
 		return cp.kubectl(in, args...)
 	}
-	// remotecommand checks what every kubectl exec user relies on.
-	remotecommand := func(t *testing.T) {
+	// checkExec checks what every kubectl exec user relies on.
+	checkExec := func(t *testing.T) {
 		r := exec(t, nil, "demo", "-c", "app", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 		if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 3, out, err", r.code, r.stdout, r.stderr)
@@ -68,7 +74,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("declared/exec", func(t *testing.T) {
 		before := n.requests("exec", "translated")
 		passed := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"})
-		remotecommand(t)
+		checkExec(t)
 		if got := n.requests("exec", "translated") - before; got != 3 {
 			t.Errorf("kubestream translated %v exec sessions, want 3", got)
 		}
@@ -108,7 +114,7 @@ func TestAPIServer(t *testing.T) {
 		defer cp.registerNode(n, true)
 		spdy, tunneled := n.requests("exec", "proxied-spdy"), n.requests("exec", "translated")
 		translated := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "translated_at_apiserver"})
-		remotecommand(t)
+		checkExec(t)
 		if got := n.requests("exec", "proxied-spdy") - spdy; got != 3 {
 			t.Errorf("kubestream proxied %v SPDY exec sessions, want 3", got)
 		}
@@ -143,7 +149,67 @@ func TestAPIServer(t *testing.T) {
 				off.requests("exec", "proxied-websocket"), off.requests("exec", "proxied-spdy"))
 		}
 	})
+	// With --authorization-mode=Webhook the node asks the apiserver, and
+	// RBAC on nodes/proxy decides: the apiserver's own kubelet client (a
+	// cluster admin) passes, a user granted nodes/proxy passes, a user with
+	// a valid certificate but no grant gets 403 with the reason.
+	t.Run("webhook-authorization", func(t *testing.T) {
+		authz := startNodeWithCerts(t, certs, withWebhookAuthz(cp.kubeconfig))
+		cp.registerNode(authz, true)
+		defer cp.registerNode(n, true)
+		r := exec(t, nil, "demo", "-c", "app", "--", "echo", "allowed")
+		if r.code != 0 || r.stdout != "allowed\n" {
+			t.Fatalf("kubectl exec through the apiserver: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		ca, err := pki.LoadCA(certs.CA, certs.CAKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		opCert, opKey, err := ca.WriteClient(dir, "operator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inCert, inKey, err := ca.WriteClient(dir, "intruder")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp.apply(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": map[string]any{"name": "node-streaming"},
+			"rules":    []map[string]any{{"apiGroups": []string{""}, "resources": []string{"nodes/proxy"}, "verbs": []string{"get", "create"}}}})
+		cp.apply(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": map[string]any{"name": "operator-node-streaming"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-streaming"},
+			"subjects": []map[string]any{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "operator"}}})
+		path := "/exec/default/demo/app?command=true&output=1"
+		if status, _, body := authz.rawUpgrade("GET", path, wsHeaders("v5.channel.k8s.io"), opCert, opKey); status != http.StatusSwitchingProtocols {
+			t.Errorf("operator (granted nodes/proxy): %d %s, want 101", status, body)
+		}
+		status, _, body := authz.rawUpgrade("GET", path, wsHeaders("v5.channel.k8s.io"), inCert, inKey)
+		if status != http.StatusForbidden || !strings.Contains(body, "user=intruder") {
+			t.Errorf("intruder (no grant): %d %s, want 403 naming the user", status, body)
+		}
+		// SPDY is a POST, verb create, also granted: a whole exec with
+		// client-go's SPDY executor as the operator.
+		rc := &rest.Config{Host: authz.run.URL, TLSClientConfig: rest.TLSClientConfig{CertFile: opCert, KeyFile: opKey, CAFile: certs.CA}}
+		var used string
+		ex, err := app.NewExecutor(rc, "spdy", authz.execURL("exec", "demo", "app", false, false, "echo", "operator"), &used)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut syncBuffer
+		if err := ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil || out.String() != "operator\n" {
+			t.Errorf("operator over SPDY: %v, stdout %q", err, out.String())
+		}
+	})
 	n.waitIdle(15 * time.Second)
+}
+
+func withWebhookAuthz(kubeconfig string) nodeOption {
+	return func(o *app.ServeOptions) {
+		o.Kubeconfig, o.AuthorizationMode = kubeconfig, "Webhook"
+		o.WebhookCacheAuthorizedTTL, o.WebhookCacheUnauthorizedTTL = time.Second, time.Second
+	}
 }
 
 // registerNode does what a kubelet does at start: a Node object whose

@@ -199,7 +199,15 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 		attrs.ResourceRequest = true
 		attrs.Path = r.URL.Path
 		decision, reason, err := s.cfg.Authorizer.Authorize(r.Context(), attrs)
-		if err != nil || decision != authorizer.DecisionAllow {
+		if err != nil && decision != authorizer.DecisionAllow {
+			// The authorizer could not decide (its webhook is down): a
+			// server error, as the kubelet answers, not a denial.
+			logger.Error(err, "Authorization error", "user", attrs.User.GetName(), "verb", attrs.Verb, "subresource", subresource)
+			http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
+				attrs.User.GetName(), attrs.Verb, subresource), http.StatusInternalServerError)
+			return
+		}
+		if decision != authorizer.DecisionAllow {
 			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", attrs.User.GetName(), attrs.Verb, subresource)
 			if reason != "" {
 				msg += ": " + reason

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -131,5 +133,37 @@ func v5Session(t *testing.T, rawURL string) string {
 		if len(msg) > 0 && msg[0] == 3 {
 			status += string(msg[1:])
 		}
+	}
+}
+
+func decidingAuthorizer(d authorizer.Decision, err error) authorizer.Authorizer {
+	return authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return d, "because", err
+	})
+}
+
+// TestAuthorizerAnswers: a denial is 403 with the reason; an authorizer
+// that cannot decide (webhook down) is a 500, not a denial.
+func TestAuthorizerAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		authz  authorizer.Authorizer
+		status int
+		body   string
+	}{
+		{"deny", decidingAuthorizer(authorizer.DecisionDeny, nil), http.StatusForbidden, "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy): because"},
+		{"error", decidingAuthorizer(authorizer.DecisionNoOpinion, errors.New("webhook unreachable")), http.StatusInternalServerError, "Authorization error (user=system:anonymous"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{Lookup: fakeLookup{}, Runtime: &fakeRuntime{base: "http://127.0.0.1:1"}, Authorizer: tc.authz})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/exec/ns/pod/ctr?command=ls&output=1", nil))
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.body) {
+				t.Fatalf("%d %q; want %d containing %q", rec.Code, rec.Body.String(), tc.status, tc.body)
+			}
+		})
 	}
 }

@@ -102,7 +102,7 @@ func serial() *big.Int {
 // Files are paths of a written set of node credentials.
 type Files struct {
 	Dir                          string
-	CA                           string
+	CA, CAKey                    string
 	ServerCert, ServerKey        string
 	ClientCert, ClientKey        string
 	OtherCA                      string // a CA the server does not trust
@@ -133,6 +133,11 @@ func WriteNodeSet(dir, user string, ips ...net.IP) (*Files, error) {
 	if err != nil {
 		return nil, err
 	}
+	kb, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	caKey := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 	f := &Files{Dir: dir}
 	for _, w := range []struct {
 		path *string
@@ -140,6 +145,7 @@ func WriteNodeSet(dir, user string, ips ...net.IP) (*Files, error) {
 		data []byte
 	}{
 		{&f.CA, "ca.crt", ca.PEM},
+		{&f.CAKey, "ca.key", caKey},
 		{&f.ServerCert, "server.crt", srv.CertPEM},
 		{&f.ServerKey, "server.key", srv.KeyPEM},
 		{&f.ClientCert, "client.crt", cli.CertPEM},
@@ -207,4 +213,44 @@ func WriteControlPlaneSet(dir string) (*ControlPlaneFiles, error) {
 		}
 	}
 	return f, nil
+}
+
+// LoadCA reads a CA written by WriteNodeSet, to issue more certificates.
+func LoadCA(certFile, keyFile string) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("no PEM in %s or %s", certFile, keyFile)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, PEM: certPEM}, nil
+}
+
+// WriteClient writes a client pair for user in groups, issued by ca, into
+// dir as <user>.crt and <user>.key.
+func (ca *CA) WriteClient(dir, user string, groups ...string) (cert, key string, err error) {
+	p, err := ca.Client(user, groups...)
+	if err != nil {
+		return "", "", err
+	}
+	cert, key = filepath.Join(dir, user+".crt"), filepath.Join(dir, user+".key")
+	if err := os.WriteFile(cert, p.CertPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	return cert, key, os.WriteFile(key, p.KeyPEM, 0o600)
 }

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
@@ -43,6 +46,10 @@ type ServeOptions struct {
 	ReferenceWebSockets            bool
 	RuntimeWebSocketStreaming      string
 	RuntimeWebSocketRecheckPeriod  time.Duration
+	Kubeconfig                     string
+	AuthorizationMode              string
+	WebhookCacheAuthorizedTTL      time.Duration
+	WebhookCacheUnauthorizedTTL    time.Duration
 	Features                       featuregate.MutableFeatureGate
 }
 
@@ -59,6 +66,9 @@ func NewServeOptions() *ServeOptions {
 		WebSocketPongTimeout:           tc.PongTimeout,
 		RuntimeWebSocketStreaming:      string(server.DirectAuto),
 		RuntimeWebSocketRecheckPeriod:  10 * time.Minute,
+		AuthorizationMode:              "AlwaysAllow",
+		WebhookCacheAuthorizedTTL:      5 * time.Minute,
+		WebhookCacheUnauthorizedTTL:    30 * time.Second,
 		Features:                       server.NewFeatureGate(),
 	}
 }
@@ -80,6 +90,10 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InsecureDevelopmentHTTP, "insecure-development-http", o.InsecureDevelopmentHTTP, "DEVELOPMENT ONLY: serve plain HTTP with no authentication.")
 	fs.StringVar(&o.NodeName, "hostname-override", o.NodeName, "The node name used in authorization attributes.")
 	fs.StringVar(&o.ReferencePodsFile, "reference-pods-file", o.ReferencePodsFile, "JSON list of pods for the embedded reference runtime.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig for the kube-apiserver (needed by --authorization-mode=Webhook).")
+	fs.StringVar(&o.AuthorizationMode, "authorization-mode", o.AuthorizationMode, "AlwaysAllow (a client certificate from --client-ca-file is the grant) or Webhook (a SubjectAccessReview per request, RBAC on nodes/proxy decides), as the kubelet's flag.")
+	fs.DurationVar(&o.WebhookCacheAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", o.WebhookCacheAuthorizedTTL, "How long Webhook allow answers are cached.")
+	fs.DurationVar(&o.WebhookCacheUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", o.WebhookCacheUnauthorizedTTL, "How long Webhook deny answers are cached.")
 	fs.StringVar(&o.RuntimeWebSocketStreaming, "runtime-websocket-streaming", o.RuntimeWebSocketStreaming, "auto: offer clients' v5 and port-forward tunnel WebSockets to the container runtime unchanged first, translating when it refuses (the refusal is remembered for --runtime-websocket-recheck-period); never: always translate.")
 	fs.DurationVar(&o.RuntimeWebSocketRecheckPeriod, "runtime-websocket-recheck-period", o.RuntimeWebSocketRecheckPeriod, "How long a runtime's refusal of a WebSocket protocol is remembered before it is offered again.")
 	fs.BoolVar(&o.ReferenceWebSockets, "reference-websockets", o.ReferenceWebSockets, "Make the embedded reference runtime speak v5 and the port-forward tunnel itself, like a runtime implementing KEP-4006 (exercises the direct path).")
@@ -177,6 +191,9 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 			return nil, err
 		}
 		cfg.Authenticator = authn
+		if cfg.Authorizer, err = authorizerFor(o); err != nil {
+			return nil, err
+		}
 		// Request, not require, a certificate: the authenticator checks it
 		// and answers 401 with a reason, as the kubelet does, instead of a
 		// TLS alert the client cannot explain. HTTP/1.1 only: upgrades do
@@ -246,4 +263,27 @@ func referencePods(o *ServeOptions) ([]refruntime.PodSpec, error) {
 		pods = refruntime.DefaultPods()
 	}
 	return pods, nil
+}
+
+// authorizerFor builds the --authorization-mode authorizer; nil is the
+// server's default, AlwaysAllow.
+func authorizerFor(o *ServeOptions) (authorizer.Authorizer, error) {
+	switch o.AuthorizationMode {
+	case "AlwaysAllow":
+		return nil, nil
+	case "Webhook":
+		if o.Kubeconfig == "" {
+			return nil, errors.New("--authorization-mode=Webhook needs --kubeconfig")
+		}
+		rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading --kubeconfig: %w", err)
+		}
+		client, err := authorizationv1.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("building the SubjectAccessReview client: %w", err)
+		}
+		return server.WebhookAuthorizer(client, o.WebhookCacheAuthorizedTTL, o.WebhookCacheUnauthorizedTTL)
+	}
+	return nil, fmt.Errorf("--authorization-mode=%q: want AlwaysAllow or Webhook", o.AuthorizationMode)
 }
