@@ -177,3 +177,72 @@ func TestDirectFallback(t *testing.T) {
 		}
 	})
 }
+
+// TestDirectSessionEnds: a spliced session ends promptly whichever side
+// goes — the runtime crashing, the client leaving, the node shutting down —
+// and leaves no goroutine behind (the suite's leak check).
+func TestDirectSessionEnds(t *testing.T) {
+	start := func(t *testing.T, n *node, ctx context.Context) <-chan execResult {
+		t.Helper()
+		up := &lineSignal{ch: make(chan struct{})}
+		done := make(chan execResult, 1)
+		go func() {
+			done <- n.stream(ctx, n.execURL("exec", "demo", "app", false, false, "sh", "-c", "echo up; exec sleep 60"),
+				streamOpts{protocol: "websocket", stdout: up})
+		}()
+		waitSignal(t, up)
+		if n.requests("exec", "direct") != 1 {
+			t.Fatalf("session not direct")
+		}
+		return done
+	}
+	wait := func(t *testing.T, done <-chan execResult, wantErr bool) {
+		t.Helper()
+		select {
+		case res := <-done:
+			if wantErr && res.err == nil {
+				t.Error("session ended without an error")
+			}
+			t.Logf("session ended: %v", res.err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("session outlived its end")
+		}
+	}
+	t.Run("runtime-crash", func(t *testing.T) {
+		n := startNode(t, withWebSocketRuntime())
+		done := start(t, n, context.Background())
+		n.run.Runtime.Stop()
+		select {
+		case res := <-done:
+			// The runtime vanished between frames: kubestream says so on
+			// the error channel instead of a bare close.
+			if res.err == nil || !strings.Contains(res.err.Error(), "container runtime connection lost") {
+				t.Fatalf("session ended with %v; want the node's status saying the runtime connection was lost", res.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("session outlived the runtime")
+		}
+		n.waitIdle(15 * time.Second)
+	})
+	t.Run("client-leaves", func(t *testing.T) {
+		n := startNode(t, withWebSocketRuntime())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := start(t, n, ctx)
+		cancel()
+		wait(t, done, false)
+		n.waitIdle(15 * time.Second)
+	})
+	t.Run("node-shutdown", func(t *testing.T) {
+		n := startNode(t, withWebSocketRuntime())
+		done := start(t, n, context.Background())
+		n.run.Stop()
+		select {
+		case res := <-done:
+			if res.err == nil || !strings.Contains(res.err.Error(), "shutting down") {
+				t.Fatalf("session ended with %v; want the node's status saying it is shutting down", res.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("session outlived the node")
+		}
+	})
+}

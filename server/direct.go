@@ -6,8 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/translator"
 )
 
 // DirectMode says whether a client's WebSocket may go to the runtime
@@ -166,45 +165,13 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		logger.V(2).Info("Client went away during the handshake", "err", err)
 		return nil
 	}
-	up, down := splice(ctx, upgrade.BufferedConn(client, brw.Reader), rt, s.cfg.Translator.CloseGrace, s.cfg.Translator.BufferSize)
-	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-up").Add(float64(up))
-	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-down").Add(float64(down))
-	logger.V(3).Info("Direct session ended", "bytesUp", up, "bytesDown", down, "duration", time.Since(ss.start))
+	res := translator.Splice(ctx, upgrade.BufferedConn(client, brw.Reader), rt, ss.protocol, s.cfg.Translator)
+	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-up").Add(float64(res.BytesUp))
+	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-down").Add(float64(res.BytesDown))
+	if res.RuntimeLost {
+		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+	}
+	logger.V(3).Info("Direct session ended", "bytesUp", res.BytesUp, "bytesDown", res.BytesDown,
+		"runtimeLost", res.RuntimeLost, "duration", time.Since(ss.start))
 	return nil
-}
-
-// splice copies both ways between the client and the runtime, each copy
-// through one buffer of bufSize (bounded memory whatever the peers do).
-// When one side ends, the other gets a half-close and grace to finish its
-// part of the WebSocket closing handshake; then, or when ctx ends, both
-// connections close. It returns after both copies have.
-func splice(ctx context.Context, client, rt net.Conn, grace time.Duration, bufSize int) (up, down int64) {
-	type result struct {
-		up bool
-		n  int64
-	}
-	results := make(chan result, 2)
-	cp := func(dst, src net.Conn, isUp bool) {
-		n, _ := io.CopyBuffer(dst, src, make([]byte, bufSize))
-		_ = upgrade.CloseWrite(dst)
-		results <- result{isUp, n}
-	}
-	go cp(rt, client, true)
-	go cp(client, rt, false)
-	closeBoth := func() { client.Close(); rt.Close() }
-	stop := context.AfterFunc(ctx, closeBoth)
-	defer stop()
-	collect := func(r result) {
-		if r.up {
-			up = r.n
-		} else {
-			down = r.n
-		}
-	}
-	collect(<-results)
-	timer := time.AfterFunc(grace, closeBoth)
-	collect(<-results)
-	timer.Stop()
-	closeBoth()
-	return up, down
 }

@@ -1,0 +1,171 @@
+package translator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+
+	"github.com/kubestream/kubestream/internal/upgrade"
+)
+
+// SpliceResult is what a direct session carried and how it ended.
+type SpliceResult struct {
+	BytesUp, BytesDown uint64
+	// RuntimeLost: the runtime's side ended without a WebSocket close; the
+	// client was told so when the cut fell between frames.
+	RuntimeLost bool
+}
+
+// Splice carries a WebSocket session between a client and a runtime that
+// speaks the client's protocol itself (kubestream's direct path). Bytes
+// pass unchanged, each direction through one buffer of cfg.BufferSize. The
+// runtime-to-client direction is followed frame by frame, so that a runtime
+// that goes away without closing the WebSocket does not leave the client
+// with a bare TCP close: between frames kubestream adds what the runtime
+// should have sent — for v5 a status on the error channel, and a close
+// frame (1000 after a status, 1011 for the tunnel). When one side ends,
+// the other gets a half-close and cfg.CloseGrace to finish its closing
+// handshake; then, or when ctx ends, both connections close. Splice returns
+// after both copies have.
+func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) SpliceResult {
+	var res SpliceResult
+	upDone := make(chan uint64, 1)
+	go func() {
+		n, _ := io.CopyBuffer(rt, client, make([]byte, cfg.BufferSize))
+		_ = upgrade.CloseWrite(rt)
+		upDone <- uint64(n)
+	}()
+	closeBoth := func() { client.Close(); rt.Close() }
+	// Ending the session from here (the node shutting down) cuts the
+	// runtime's side: the client then hears why, as from a lost runtime.
+	stop := context.AfterFunc(ctx, func() { rt.Close() })
+	defer stop()
+
+	var f frameFollower
+	buf := make([]byte, cfg.BufferSize)
+	var readErr error
+	for {
+		n, err := rt.Read(buf)
+		if n > 0 {
+			f.follow(buf[:n])
+			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				break // the client is gone; nothing to tell it
+			}
+			res.BytesDown += uint64(n)
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	if readErr != nil && !f.sawClose {
+		msg := "session cancelled: the node's streaming server is shutting down"
+		if ctx.Err() == nil {
+			res.RuntimeLost = true
+			msg = "container runtime connection lost"
+			if !errors.Is(readErr, io.EOF) {
+				msg += ": " + readErr.Error()
+			}
+		}
+		if f.atBoundary() {
+			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			_, _ = client.Write(endFrames(protocol, msg))
+		}
+	}
+	_ = upgrade.CloseWrite(client)
+	timer := time.AfterFunc(cfg.CloseGrace, closeBoth)
+	res.BytesUp = <-upDone
+	timer.Stop()
+	closeBoth()
+	return res
+}
+
+// endFrames tell the client why its session ended when the runtime could
+// not: a v5 status and a normal close, or for the tunnel (no status
+// channel) a close 1011 with the reason.
+func endFrames(protocol, msg string) []byte {
+	if protocol == remotecommand.StreamProtocolV5Name {
+		out := serverFrame(nil, websocket.BinaryMessage, statusFrame(internalError(msg)))
+		return serverFrame(out, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	}
+	if len(msg) > 120 { // control frames carry at most 125 bytes
+		msg = msg[:120]
+	}
+	return serverFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, msg))
+}
+
+// serverFrame appends one unmasked, final frame to dst.
+func serverFrame(dst []byte, op int, payload []byte) []byte {
+	dst = append(dst, 0x80|byte(op))
+	switch n := len(payload); {
+	case n < 126:
+		dst = append(dst, byte(n))
+	case n < 1<<16:
+		dst = append(dst, 126, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, 127)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+	}
+	return append(dst, payload...)
+}
+
+// frameFollower tracks frame boundaries in a server-to-client byte stream
+// without copying it.
+type frameFollower struct {
+	hdr      [14]byte
+	hdrLen   int   // header bytes seen of the frame starting now
+	left     int64 // payload bytes of the current frame still to come
+	sawClose bool
+}
+
+func (f *frameFollower) atBoundary() bool { return f.left == 0 && f.hdrLen == 0 }
+
+func (f *frameFollower) follow(b []byte) {
+	for len(b) > 0 {
+		if f.left > 0 {
+			k := min(f.left, int64(len(b)))
+			f.left -= k
+			b = b[k:]
+			continue
+		}
+		f.hdr[f.hdrLen] = b[0]
+		f.hdrLen++
+		b = b[1:]
+		if f.hdrLen < 2 {
+			continue
+		}
+		need := 2
+		switch f.hdr[1] & 0x7f {
+		case 126:
+			need = 4
+		case 127:
+			need = 10
+		}
+		if f.hdr[1]&0x80 != 0 {
+			need += 4 // a masked server frame is a protocol error, but count it right
+		}
+		if f.hdrLen < need {
+			continue
+		}
+		var n int64
+		switch f.hdr[1] & 0x7f {
+		case 126:
+			n = int64(binary.BigEndian.Uint16(f.hdr[2:]))
+		case 127:
+			n = int64(binary.BigEndian.Uint64(f.hdr[2:]) & (1<<63 - 1))
+		default:
+			n = int64(f.hdr[1] & 0x7f)
+		}
+		if int(f.hdr[0]&0x0f) == websocket.CloseMessage {
+			f.sawClose = true
+		}
+		f.left, f.hdrLen = n, 0
+	}
+}
