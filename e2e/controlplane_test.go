@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -368,5 +369,29 @@ func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
 	}
 	if err := bulkEcho(local, 16<<20); err != nil {
 		t.Fatalf("%v; stderr %s", err, stderr.String())
+	}
+}
+
+// kubectlCopy copies a file into container app of pod and back with
+// kubectl cp (tar over exec, stdin closed at the end of the archive).
+func kubectlCopy(t *testing.T, cp *controlPlane, pod string) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "in.bin")
+	data := make([]byte, 5<<20+123)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := fmt.Sprintf("/tmp/kubestream-cp-%d", time.Now().UnixNano())
+	cp.must(nil, "cp", src, "default/"+pod+":"+remote, "-c", "app")
+	defer cp.kubectl(nil, "exec", pod, "-c", "app", "--", "rm", "-f", remote)
+	back := filepath.Join(dir, "back.bin")
+	cp.must(nil, "cp", "default/"+pod+":"+remote, back, "-c", "app")
+	got, err := os.ReadFile(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("kubectl cp round trip: %d bytes back, want the same %d", len(got), len(data))
 	}
 }

@@ -99,6 +99,14 @@ func TestKubelet(t *testing.T) {
 		}
 	})
 
+	t.Run("cp", func(t *testing.T) {
+		before := streaming("translated")
+		kubectlCopy(t, cp, "shell")
+		if streaming("translated") <= before {
+			t.Fatal("kubectl cp did not go through kubestream in the kubelet")
+		}
+	})
+
 	t.Run("port-forward", func(t *testing.T) {
 		// A host-network pod's port-forward reaches the host's loopback.
 		forwardAndCheck(t, cp, "pod/shell", tcpEcho(t))
