@@ -106,7 +106,7 @@ func BenchmarkFrameIn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize)
+		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + readBufSize)
 		if err := s.handleMessage(r, *bp); err != nil {
 			b.Fatal(err)
 		}

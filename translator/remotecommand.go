@@ -358,8 +358,10 @@ func (s *rcSession) readLoop() error {
 			return protoErrf("text message; v5 carries binary messages only")
 		}
 		// Room for a SPDY data frame header in front of the payload, so
-		// client bytes go to the runtime without a copy.
-		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize)
+		// client bytes go to the runtime without a copy, and spare room
+		// behind a full message for the reader to read on into the next
+		// frame's header (one read syscall per message, not two).
+		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + readBufSize)
 		err = s.handleMessage(r, *bp)
 		putBuf(bp)
 		if err != nil {
