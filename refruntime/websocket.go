@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/klog/v2"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"github.com/kubestream/kubestream/translator"
 )
@@ -72,26 +72,12 @@ func (f *webSocketFront) take(token string) (translator.Options, bool) {
 	return p.opts, ok && time.Now().Before(p.expires)
 }
 
-func offers(r *http.Request, protocol string) bool {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		return false
-	}
-	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for _, p := range strings.Split(v, ",") {
-			if strings.TrimSpace(p) == protocol {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func (f *webSocketFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind, token := path.Split(r.URL.Path)
 	own := *f.base
 	own.Path = r.URL.Path
 	switch {
-	case (kind == "/exec/" || kind == "/attach/") && offers(r, remotecommand.StreamProtocolV5Name):
+	case (kind == "/exec/" || kind == "/attach/") && wsstream.IsWebSocketRequestWithStreamCloseProtocol(r):
 		opts, ok := f.take(token)
 		if !ok {
 			http.Error(w, "unknown or expired streaming token", http.StatusNotFound)
@@ -111,7 +97,7 @@ func (f *webSocketFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		res := translator.ServeRemoteCommand(context.Background(), ws, dial, opts, translator.DefaultConfig())
 		f.logger.V(3).Info("Native v5 session ended", "path", r.URL.Path, "err", res.Err)
-	case kind == "/portforward/" && offers(r, portforward.WebsocketsSPDYTunnelingPortForwardV1):
+	case kind == "/portforward/" && wsstream.IsWebSocketRequestWithTunnelingProtocol(r):
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		rt, _, err := translator.UpgradeSPDY(ctx, &own, nil, []string{portforward.PortForwardV1Name})
 		cancel()
