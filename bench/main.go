@@ -1,7 +1,10 @@
 // Command bench measures kubestream's translator side by side with the two
-// things users have today, in one run, alternating A/B/C:
+// things users have today, in one run, alternating A/B/C (and a fourth path
+// that shows what any translator process must cost at least):
 //
 //	direct      client-go's SPDY executor straight to the runtime's URL
+//	relay       the same, through a TCP relay process that copies bytes
+//	            and nothing else (relay.go): the ceiling for a translator
 //	upstream    client-go's WebSocket executor → k8s.io/apiserver's
 //	            StreamTranslatorHandler / TunnelingHandler → runtime
 //	kubestream  client-go's WebSocket executor → kubestream's server → runtime
@@ -19,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +43,7 @@ import (
 
 type options struct {
 	role, impl, criEndpoint, dir, out, svg, profileDir string
+	target                                             string
 	size, pfSize                                       int64
 	reps, setupN, echoN, idleMax                       int
 	inproc                                             bool
@@ -60,7 +65,8 @@ func (o options) want(group string) bool {
 
 func main() {
 	var o options
-	flag.StringVar(&o.role, "role", "run", "run (orchestrate), backend or translator (internal)")
+	flag.StringVar(&o.role, "role", "run", "run (orchestrate), backend, translator or relay (internal)")
+	flag.StringVar(&o.target, "target", "", "the relay's destination, host:port (internal)")
 	flag.StringVar(&o.impl, "impl", "", "translator implementation: upstream or kubestream (internal)")
 	flag.StringVar(&o.criEndpoint, "cri", "", "backend CRI endpoint (internal)")
 	flag.StringVar(&o.dir, "dir", "", "working directory (internal)")
@@ -81,6 +87,14 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle (default all)")
 	klog.InitFlags(nil)
 	flag.Parse()
+	if flag.Lookup("v").Value.String() == "0" {
+		// Upstream's translator logs every client hang-up at error level
+		// (spdystream's "Error on socket receive"); the figures are the
+		// output here. -v=1 or more keeps all logs.
+		_ = flag.Set("logtostderr", "false")
+		_ = flag.Set("stderrthreshold", "FATAL")
+		klog.SetOutput(io.Discard)
+	}
 	raiseFileLimit()
 	var err error
 	switch o.role {
@@ -88,6 +102,13 @@ func main() {
 		err = runBackend(o)
 	case "translator":
 		err = runTranslator(o)
+	case "relay":
+		var r *relay
+		if r, err = startRelay(o.target); err == nil {
+			fmt.Println("READY", r.addr())
+			waitSignal()
+			r.stop()
+		}
 	default:
 		err = orchestrate(o)
 	}

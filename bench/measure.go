@@ -27,10 +27,21 @@ import (
 // path is one way from client to backend: direct SPDY to the runtime's
 // URL, or a WebSocket to a translator at base.
 type path struct {
-	name string
-	base string // translator URL; "" for direct
-	cri  *cri.Client
-	proc *child // the translator's process in three-process mode
+	name  string
+	base  string // translator URL; "" for direct SPDY
+	relay string // direct SPDY through this TCP relay (host:port) instead of straight to the runtime
+	cri   *cri.Client
+	proc  *child // the translator's (or relay's) process in three-process mode
+}
+
+// viaRelay points a runtime URL at the path's relay, if it has one.
+func (p *path) viaRelay(u *url.URL) *url.URL {
+	if p.relay == "" {
+		return u
+	}
+	v := *u
+	v.Host = p.relay
+	return &v
 }
 
 func (p *path) execURL(cmd []string, stdin bool) string {
@@ -49,6 +60,7 @@ func (p *path) executor(ctx context.Context, cmd []string, stdin bool) (remoteco
 		if err != nil {
 			return nil, err
 		}
+		u = p.viaRelay(u)
 		return remotecommand.NewSPDYExecutor(&rest.Config{Host: u.Scheme + "://" + u.Host}, http.MethodPost, u)
 	}
 	return remotecommand.NewWebSocketExecutor(&rest.Config{Host: p.base}, http.MethodGet, p.execURL(cmd, stdin))
@@ -155,6 +167,7 @@ func (p *path) pfDialer(ctx context.Context) (httpstream.Dialer, error) {
 		if err != nil {
 			return nil, err
 		}
+		u = p.viaRelay(u)
 		tr, up, err := spdy.RoundTripperFor(&rest.Config{Host: u.Scheme + "://" + u.Host})
 		if err != nil {
 			return nil, err

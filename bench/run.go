@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubestream/kubestream/cri"
 )
@@ -19,8 +20,10 @@ import (
 // results holds every figure by path name.
 type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
-	cpuStdout, cpuStdin          map[string][]float64 // translator CPU s/GiB
+	cpuStdout, cpuStdin          map[string][]float64 // translator (or relay) CPU s/GiB
 	clientStdout, clientStdin    map[string][]float64 // client process CPU s/GiB
+	cpuPfDown, cpuPfUp           map[string][]float64 // translator (or relay) CPU s/GiB
+	clientPfDown, clientPfUp     map[string][]float64
 	echoP50, echoP99             map[string][]float64 // µs
 	setupP50, setupP99           map[string][]float64 // ms
 	pfDownMBps, pfUpMBps         map[string][]float64
@@ -44,7 +47,8 @@ type idlePoint struct {
 
 func newResults(o options) *results {
 	m := func() map[string][]float64 { return map[string][]float64{} }
-	return &results{stdoutMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(), echoP50: m(), echoP99: m(),
+	return &results{stdoutMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(),
+		cpuPfDown: m(), cpuPfUp: m(), clientPfDown: m(), clientPfUp: m(), echoP50: m(), echoP99: m(),
 		setupP50: m(), setupP99: m(), pfDownMBps: m(), pfUpMBps: m(), idle: map[string][]idlePoint{},
 		loadedSetupP99: map[string]float64{}, idleSetupP99: map[string]float64{},
 		concurrency: map[string]map[int]float64{}, size: o.size, pfSize: o.pfSize, reps: o.reps,
@@ -93,6 +97,29 @@ func orchestrate(o options) error {
 	defer c.Close()
 
 	paths := []*path{{name: "direct", cri: c}}
+	// The relay forwards to the runtime's streaming server, whose address
+	// is in any URL the runtime issues.
+	u, err := c.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: benchContainer, Cmd: []string{"emit", "0"}, Stdout: true})
+	if err != nil {
+		return err
+	}
+	rp := &path{name: "relay", cri: c}
+	if o.inproc {
+		rl, err := startRelay(u.Host)
+		if err != nil {
+			return err
+		}
+		defer rl.stop()
+		rp.relay = rl.addr()
+	} else {
+		ch, err := startChild("-role", "relay", "-target", u.Host)
+		if err != nil {
+			return err
+		}
+		children = append(children, ch)
+		rp.relay, rp.proc = ch.value, ch
+	}
+	paths = append(paths, rp)
 	for _, impl := range []string{"upstream", "kubestream"} {
 		p := &path{name: impl, cri: c}
 		if o.inproc {
@@ -161,14 +188,15 @@ func orchestrate(o options) error {
 	if !o.inproc && o.want("idle") {
 		// Unloaded baselines first: right after thousands of sessions
 		// close, backend and translator are still tearing them down.
-		for _, p := range paths[1:] {
+		translators := paths[2:]
+		for _, p := range translators {
 			unloaded, err := setupTimes(ctx, p, o.setupN)
 			if err != nil {
 				return fmt.Errorf("%s setup: %w", p.name, err)
 			}
 			r.idleSetupP99[p.name] = ms(percentile(unloaded, 0.99))
 		}
-		for _, p := range paths[1:] {
+		for _, p := range translators {
 			if err := idleScaling(ctx, p, o, r, logf); err != nil {
 				return fmt.Errorf("%s idle sessions: %w", p.name, err)
 			}
@@ -220,15 +248,23 @@ func measureRep(ctx context.Context, p *path, o options, r *results) error {
 		r.setupP99[p.name] = append(r.setupP99[p.name], ms(percentile(setups, 0.99)))
 	}
 	if o.want("pf") {
+		pfPerGiB := func(d time.Duration) float64 { return d.Seconds() * gib / float64(o.pfSize) }
+		cpu0, self0 := p.proc.cpu(), procCPU(os.Getpid())
 		d, err := p.portForward(ctx, o.pfSize, true)
 		if err != nil {
 			return fmt.Errorf("%s port-forward down: %w", p.name, err)
 		}
+		cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
 		r.pfDownMBps[p.name] = append(r.pfDownMBps[p.name], mbps(o.pfSize, d))
+		r.cpuPfDown[p.name] = append(r.cpuPfDown[p.name], pfPerGiB(cpu1-cpu0))
+		r.clientPfDown[p.name] = append(r.clientPfDown[p.name], pfPerGiB(self1-self0))
 		if d, err = p.portForward(ctx, o.pfSize, false); err != nil {
 			return fmt.Errorf("%s port-forward up: %w", p.name, err)
 		}
+		cpu2, self2 := p.proc.cpu(), procCPU(os.Getpid())
 		r.pfUpMBps[p.name] = append(r.pfUpMBps[p.name], mbps(o.pfSize, d))
+		r.cpuPfUp[p.name] = append(r.cpuPfUp[p.name], pfPerGiB(cpu2-cpu1))
+		r.clientPfUp[p.name] = append(r.clientPfUp[p.name], pfPerGiB(self2-self1))
 	}
 	return nil
 }
