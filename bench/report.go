@@ -61,8 +61,8 @@ func (r *results) rows() []row {
 	}
 	for i := range rows {
 		rw := &rows[i]
-		if rw.met != nil || rw.target == "" {
-			continue
+		if rw.met != nil || rw.target == "" || rw.ks == 0 {
+			continue // decided already, no target, or not measured (-only)
 		}
 		switch {
 		case strings.HasPrefix(rw.target, "≥ 0.9×"):
@@ -76,6 +76,15 @@ func (r *results) rows() []row {
 		}
 	}
 	return rows
+}
+
+// prec is the decimals a unit is shown with: CPU seconds per GiB need two
+// for the ratios beside them to be checkable by eye.
+func prec(unit string) int {
+	if unit == "s" {
+		return 2
+	}
+	return 1
 }
 
 func lastIdle(p []idlePoint) *idlePoint {
@@ -107,17 +116,17 @@ func (r *results) write(o options) error {
 	for _, rw := range r.rows() {
 		d, rl, rd, kd := "—", "—", "—", "—"
 		if rw.hasDirect {
-			d, kd = fmt.Sprintf("%.1f %s", rw.direct, rw.unit), ratio(rw.ks, rw.direct)
+			d, kd = fmt.Sprintf("%.*f %s", prec(rw.unit), rw.direct, rw.unit), ratio(rw.ks, rw.direct)
 			rd = ratio(rw.relay, rw.direct)
 		}
 		if rw.relay != 0 {
-			rl = fmt.Sprintf("%.1f %s", rw.relay, rw.unit)
+			rl = fmt.Sprintf("%.*f %s", prec(rw.unit), rw.relay, rw.unit)
 		}
 		met := ""
 		if rw.met != nil {
 			met = map[bool]string{true: "yes", false: "**no**"}[*rw.met]
 		}
-		fmt.Fprintf(&s, "| %s | %s | %s | %.1f %s | %.1f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, rw.up, rw.unit, rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
+		fmt.Fprintf(&s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
 	}
 	fmt.Fprintf(&s, "\n## Aggregate stdout throughput with concurrent transfers (MB/s, %d MiB in all)\n\n| transfers | direct SPDY | TCP relay | upstream | kubestream | kubestream ÷ direct |\n|---|---|---|---|---|---|\n", r.size>>20)
 	for _, k := range r.concurrencyLevels {

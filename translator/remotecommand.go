@@ -304,7 +304,9 @@ func (s *rcSession) output(ch byte, length int) error {
 	if length == 0 {
 		return nil
 	}
-	bp := getBuf(1 + s.cfg.BufferSize)
+	// Spare room behind the payload lets the runtime reader take the next
+	// frame's header in the same read (see readPayload).
+	bp := getBuf(1 + s.cfg.BufferSize + readBufSize)
 	defer putBuf(bp)
 	buf := *bp
 	buf[0] = ch
@@ -337,7 +339,7 @@ func (s *rcSession) readStatus(n int) error {
 	keep := min(n, 64*1024-len(s.status))
 	if keep > 0 {
 		s.status = append(s.status, make([]byte, keep)...)
-		if err := s.rt.readPayload(s.status[len(s.status)-keep:]); err != nil {
+		if err := s.rt.readPayload(s.status[len(s.status)-keep : len(s.status) : len(s.status)]); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -29,7 +28,13 @@ import (
 // accept all of this.
 type spdyConn struct {
 	conn net.Conn
-	br   *bufio.Reader
+
+	// The read side: a staging buffer for frame headers and small frames
+	// (bufio.Reader's default size, so an idle session costs what it did),
+	// larger payloads read straight into the caller's buffer. Only the
+	// session's single runtime reader touches these.
+	stage      [readBufSize]byte
+	spos, send int
 
 	wmu        sync.Mutex // one frame at a time on the wire
 	nextID     uint32     // client streams are odd
@@ -74,7 +79,7 @@ var zlibPrefix = func() [6]byte {
 }()
 
 func newSPDYConn(c net.Conn) *spdyConn {
-	return &spdyConn{conn: c, br: bufio.NewReaderSize(c, 4096), nextID: 1}
+	return &spdyConn{conn: c, nextID: 1}
 }
 
 // synStream opens a stream with one header pair and returns its ID. The
@@ -181,7 +186,7 @@ var errGoAway = errors.New("container runtime ended the SPDY session")
 func (c *spdyConn) next() (frame, error) {
 	h := c.rbuf[:]
 	for {
-		if _, err := io.ReadFull(c.br, h); err != nil {
+		if err := c.readFull(h); err != nil {
 			return frame{}, err
 		}
 		f := frame{flags: h[4], length: int(h[5])<<16 | int(h[6])<<8 | int(h[7])}
@@ -196,7 +201,7 @@ func (c *spdyConn) next() (frame, error) {
 			if f.length < 4 {
 				return f, fmt.Errorf("short SPDY control frame type %d", f.typ)
 			}
-			if _, err := io.ReadFull(c.br, h[:4]); err != nil {
+			if err := c.readFull(h[:4]); err != nil {
 				return f, err
 			}
 			f.id = binary.BigEndian.Uint32(h[:4]) & 0x7fffffff
@@ -215,7 +220,7 @@ func (c *spdyConn) next() (frame, error) {
 				return f, fmt.Errorf("SPDY ping of %d bytes", f.length)
 			}
 			p := h[:4]
-			if _, err := io.ReadFull(c.br, p); err != nil {
+			if err := c.readFull(p); err != nil {
 				return f, err
 			}
 			if binary.BigEndian.Uint32(p)%2 == 0 { // the runtime's ping: answer it
@@ -231,14 +236,81 @@ func (c *spdyConn) next() (frame, error) {
 	}
 }
 
-func (c *spdyConn) readPayload(p []byte) error {
-	_, err := io.ReadFull(c.br, p)
+// readPayload fills p with the current data frame's payload. The bytes
+// between len(p) and cap(p) are scratch: a large payload is read straight
+// into p and the read runs on into that room, so the next frame's header
+// (spdystream writes it right behind the payload) comes in the same read
+// syscall instead of one of its own. Callers pass a full slice expression
+// when the room behind p is not theirs to spoil.
+func (c *spdyConn) readPayload(p []byte) error { return c.readFull(p) }
+
+// readFull is io.ReadFull over the staging buffer and the connection: io.EOF
+// when nothing was read, io.ErrUnexpectedEOF when the connection ended
+// inside p.
+func (c *spdyConn) readFull(p []byte) error {
+	n := copy(p, c.stage[c.spos:c.send])
+	c.spos += n
+	want := len(p) - n
+	if want == 0 {
+		return nil
+	}
+	// The stage is empty from here on.
+	c.spos, c.send = 0, 0
+	got := 0
+	if want < len(c.stage) {
+		// Small: stage at least what is wanted, and whatever else has
+		// already arrived.
+		for c.send < want {
+			m, err := c.conn.Read(c.stage[c.send:])
+			c.send += m
+			if err != nil && c.send < want {
+				got = c.send
+				copy(p[n:], c.stage[:c.send])
+				c.spos, c.send = 0, 0
+				return eofErr(n+got, err)
+			}
+		}
+		c.spos = copy(p[n:], c.stage[:want])
+		return nil
+	}
+	dst := p[n:cap(p)]
+	room := min(len(dst), want+len(c.stage))
+	for got < want {
+		m, err := c.conn.Read(dst[got:room])
+		got += m
+		if err != nil && got < want {
+			return eofErr(n+got, err)
+		}
+	}
+	// What ran on past p goes to the stage for the next read.
+	c.send = copy(c.stage[:], dst[want:got])
+	return nil
+}
+
+func eofErr(read int, err error) error {
+	if err == io.EOF && read > 0 {
+		return io.ErrUnexpectedEOF
+	}
 	return err
 }
 
+// discard skips n bytes of the stream.
 func (c *spdyConn) discard(n int) error {
-	_, err := c.br.Discard(n)
-	return err
+	for n > 0 {
+		k := min(n, c.send-c.spos)
+		c.spos += k
+		n -= k
+		if n == 0 {
+			return nil
+		}
+		c.spos, c.send = 0, 0
+		m, err := c.conn.Read(c.stage[:])
+		c.send = m
+		if err != nil && m == 0 {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *spdyConn) Close() error { return c.conn.Close() }

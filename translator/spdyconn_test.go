@@ -124,3 +124,99 @@ func TestSPDYBoundary(t *testing.T) {
 		}
 	}
 }
+
+// chunkConn serves a byte stream in reads of at most chunk bytes, counting
+// the reads, then io.EOF.
+type chunkConn struct {
+	net.Conn
+	data  []byte
+	chunk int
+	reads int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	c.reads++
+	n := copy(p[:min(len(p), c.chunk)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// TestSPDYConnReads: the runtime reader's staging and run-on reads give
+// back the stream byte for byte however the kernel cuts it, and a large
+// payload with room behind it takes the next frame header in its own read.
+func TestSPDYConnReads(t *testing.T) {
+	stream := make([]byte, 3*40000)
+	for i := range stream {
+		stream[i] = byte(i * 7)
+	}
+	type op struct {
+		n    int  // bytes to read, or to skip when skip is set
+		skip bool // discard instead of read
+		room int  // spare room behind the read buffer
+	}
+	ops := []op{{n: 8}, {n: 32768, room: readBufSize}, {n: 8}, {n: 100, skip: true}, {n: 5000}, {n: 3}, {n: 40000, room: 10}, {n: 9000, skip: true}, {n: 8}}
+	for _, chunk := range []int{1, 7, 4096, 4100, 65536, 1 << 20} {
+		c := &chunkConn{data: stream, chunk: chunk}
+		sc := newSPDYConn(c)
+		off := 0
+		for i, o := range ops {
+			if o.skip {
+				if err := sc.discard(o.n); err != nil {
+					t.Fatalf("chunk %d op %d: discard: %v", chunk, i, err)
+				}
+				off += o.n
+				continue
+			}
+			buf := make([]byte, o.n+o.room)
+			if err := sc.readPayload(buf[:o.n]); err != nil {
+				t.Fatalf("chunk %d op %d: %v", chunk, i, err)
+			}
+			if string(buf[:o.n]) != string(stream[off:off+o.n]) {
+				t.Fatalf("chunk %d op %d: wrong bytes at offset %d", chunk, i, off)
+			}
+			off += o.n
+		}
+		// The rest, then a clean EOF.
+		rest := make([]byte, len(stream)-off)
+		if err := sc.readFull(rest); err != nil || string(rest) != string(stream[off:]) {
+			t.Fatalf("chunk %d: rest: %v", chunk, err)
+		}
+		if err := sc.readFull(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("chunk %d: at the end got %v, want io.EOF", chunk, err)
+		}
+	}
+
+	// A frame header, a 32 KiB payload and the next header, all arrived:
+	// two reads (stage the header, then payload plus the next header run
+	// on), and the next header comes from the stage.
+	c := &chunkConn{data: stream[:8+32768+8], chunk: 1 << 20}
+	sc := newSPDYConn(c)
+	h := make([]byte, 8)
+	p := make([]byte, 32768, 32768+readBufSize)
+	if err := sc.readFull(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.readPayload(p); err != nil {
+		t.Fatal(err)
+	}
+	before := c.reads
+	if err := sc.readFull(h); err != nil || string(h) != string(stream[8+32768:][:8]) {
+		t.Fatalf("next header: %q %v", h, err)
+	}
+	if c.reads != before {
+		t.Errorf("the next header took a read of its own (%d reads)", c.reads)
+	}
+
+	// The stream ends inside a read.
+	sc = newSPDYConn(&chunkConn{data: stream[:10], chunk: 4})
+	if err := sc.readFull(make([]byte, 12)); err != io.ErrUnexpectedEOF {
+		t.Errorf("short stream: got %v, want io.ErrUnexpectedEOF", err)
+	}
+	sc = newSPDYConn(&chunkConn{data: stream[:5000], chunk: 4096})
+	if err := sc.readFull(make([]byte, 6000)); err != io.ErrUnexpectedEOF {
+		t.Errorf("short large read: got %v, want io.ErrUnexpectedEOF", err)
+	}
+}
