@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -29,10 +31,12 @@ type SpliceResult struct {
 // that goes away without closing the WebSocket does not leave the client
 // with a bare TCP close: between frames kubestream adds what the runtime
 // should have sent — for v5 a status on the error channel, and a close
-// frame (1000 after a status, 1011 for the tunnel). When one side ends,
-// the other gets a half-close and cfg.CloseGrace to finish its closing
-// handshake; then, or when ctx ends, both connections close. Splice returns
-// after both copies have.
+// frame (1000 after a status, 1011 for the tunnel). When ctx ends (the node
+// shutting down) the frame in flight is finished first, within
+// cfg.CloseGrace, and the client hears the same. When one side ends, the
+// other gets a half-close and cfg.CloseGrace to finish its closing
+// handshake; then both connections close. Splice returns after both copies
+// have.
 func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) SpliceResult {
 	var res SpliceResult
 	upDone := make(chan uint64, 1)
@@ -42,16 +46,50 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		upDone <- uint64(n)
 	}()
 	closeBoth := func() { client.Close(); rt.Close() }
-	// Ending the session from here (the node shutting down) cuts the
-	// runtime's side: the client then hears why, as from a lost runtime.
-	stop := context.AfterFunc(ctx, func() { rt.Close() })
+	// Ending the session from here (the node shutting down) must not cut
+	// a frame in half, or the client could be told nothing: the reader is
+	// woken, finishes the frame in flight (within CloseGrace) and then
+	// speaks for the runtime as if it had gone away.
+	var (
+		mu         sync.Mutex
+		stopping   atomic.Bool // under mu when set
+		graceArmed bool        // the reader's deadline for the frame in flight; under mu
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopping.Store(true)
+		_ = rt.SetReadDeadline(time.Now())
+	})
 	defer stop()
+	// armGrace reports whether the session is ending, replacing the
+	// wake-up deadline with the grace for the rest of the frame.
+	armGrace := func() bool {
+		if !stopping.Load() {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !graceArmed {
+			graceArmed = true
+			_ = rt.SetReadDeadline(time.Now().Add(cfg.CloseGrace))
+		}
+		return true
+	}
 
 	var f frameFollower
 	buf := make([]byte, cfg.BufferSize)
 	var readErr error
 	for {
-		n, err := rt.Read(buf)
+		want := buf
+		if armGrace() {
+			if f.atBoundary() {
+				readErr = ctx.Err()
+				break
+			}
+			want = buf[:f.rest(len(buf))]
+		}
+		n, err := rt.Read(want)
 		if n > 0 {
 			f.follow(buf[:n])
 			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
@@ -61,6 +99,14 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			res.BytesDown += uint64(n)
 		}
 		if err != nil {
+			if isTimeout(err) && stopping.Load() {
+				mu.Lock()
+				woken := !graceArmed
+				mu.Unlock()
+				if woken {
+					continue
+				}
+			}
 			readErr = err
 			break
 		}
@@ -126,6 +172,16 @@ type frameFollower struct {
 }
 
 func (f *frameFollower) atBoundary() bool { return f.left == 0 && f.hdrLen == 0 }
+
+// rest is how many bytes may be read (at most max) without going past the
+// end of the frame in flight: header bytes one at a time, since the header's
+// own length shows only as it arrives.
+func (f *frameFollower) rest(max int) int {
+	if f.left > 0 {
+		return int(min(f.left, int64(max)))
+	}
+	return 1
+}
 
 func (f *frameFollower) follow(b []byte) {
 	for len(b) > 0 {

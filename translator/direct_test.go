@@ -1,10 +1,16 @@
 package translator
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"io"
+	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,5 +69,124 @@ func TestEndFrames(t *testing.T) {
 	ops, payloads = serverFrames(t, endFrames(portforward.WebsocketsSPDYTunnelingPortForwardV1, string(bytes.Repeat([]byte("x"), 200))))
 	if len(ops) != 1 || ops[0] != websocket.CloseMessage || binary.BigEndian.Uint16(payloads[0]) != websocket.CloseInternalServerErr || len(payloads[0]) > 125 {
 		t.Fatalf("tunnel: opcodes %v, close payload %d bytes", ops, len(payloads[0]))
+	}
+}
+
+// tcpPair is a connected pair of loopback TCP connections.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+type wireFrame struct {
+	op      int
+	payload []byte
+}
+
+// readServerFrames parses unmasked frames until a close frame or an error.
+func readServerFrames(r io.Reader) ([]wireFrame, error) {
+	br := bufio.NewReader(r)
+	var out []wireFrame
+	for {
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return out, err
+		}
+		n := int64(h[1] & 0x7f)
+		switch n {
+		case 126:
+			var l [2]byte
+			if _, err := io.ReadFull(br, l[:]); err != nil {
+				return out, err
+			}
+			n = int64(binary.BigEndian.Uint16(l[:]))
+		case 127:
+			var l [8]byte
+			if _, err := io.ReadFull(br, l[:]); err != nil {
+				return out, err
+			}
+			n = int64(binary.BigEndian.Uint64(l[:]))
+		}
+		p := make([]byte, n)
+		if _, err := io.ReadFull(br, p); err != nil {
+			return out, err
+		}
+		out = append(out, wireFrame{int(h[0] & 0x0f), p})
+		if int(h[0]&0x0f) == websocket.CloseMessage {
+			return out, nil
+		}
+	}
+}
+
+// TestSpliceShutdownMidFrame: the node shuts down while the runtime is
+// half-way through a frame. The client still gets that frame whole, then
+// the status saying why the session ended and a close frame, not a cut.
+func TestSpliceShutdownMidFrame(t *testing.T) {
+	clientApp, clientConn := tcpPair(t)
+	rtConn, runtimeApp := tcpPair(t)
+	cfg := DefaultConfig()
+	cfg.CloseGrace = 5 * time.Second
+
+	out := serverFrame(nil, websocket.BinaryMessage, append([]byte{ChanStdout}, bytes.Repeat([]byte("x"), 1000)...))
+	if _, err := runtimeApp.Write(out[:300]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan SpliceResult, 1)
+	go func() { done <- Splice(ctx, clientConn, rtConn, remotecommand.StreamProtocolV5Name, cfg) }()
+
+	time.Sleep(50 * time.Millisecond) // the first part is through
+	cancel()
+	time.Sleep(50 * time.Millisecond) // the reader has been woken
+	if _, err := runtimeApp.Write(out[300:]); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = clientApp.SetReadDeadline(time.Now().Add(10 * time.Second))
+	frames, err := readServerFrames(clientApp)
+	if err != nil {
+		t.Fatalf("after %d frames: %v", len(frames), err)
+	}
+	if len(frames) != 3 {
+		t.Fatalf("got %d frames, want output, status and close", len(frames))
+	}
+	if !bytes.Equal(frames[0].payload, out[4:]) {
+		t.Errorf("the frame in flight arrived cut: %d payload bytes", len(frames[0].payload))
+	}
+	var st metav1.Status
+	if frames[1].payload[0] != ChanError || json.Unmarshal(frames[1].payload[1:], &st) != nil || st.Status != metav1.StatusFailure ||
+		!strings.Contains(st.Message, "shutting down") {
+		t.Errorf("status frame %q", frames[1].payload)
+	}
+	if frames[2].op != websocket.CloseMessage {
+		t.Errorf("last frame opcode %d, want close", frames[2].op)
+	}
+	clientApp.Close()
+	select {
+	case res := <-done:
+		if res.RuntimeLost {
+			t.Error("a shutdown was reported as a lost runtime")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Splice did not return after the client closed")
 	}
 }
