@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
@@ -141,6 +142,7 @@ func readServerFrames(r io.Reader) ([]wireFrame, error) {
 // half-way through a frame. The client still gets that frame whole, then
 // the status saying why the session ended and a close frame, not a cut.
 func TestSpliceShutdownMidFrame(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	clientApp, clientConn := tcpPair(t)
 	rtConn, runtimeApp := tcpPair(t)
 	cfg := DefaultConfig()
