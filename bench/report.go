@@ -111,6 +111,7 @@ func (r *results) write(o options) error {
 	fmt.Fprintf(&s, "Run %s on %d CPUs (%s/%s, %s), %s; medians of %d alternated repetitions; transfers of %d MiB (port-forward %d MiB); echo over %d round trips; setup over %d sessions. Written by `make bench` (`go run ./bench`).\n\n",
 		r.started.UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), mode,
 		r.reps, r.size>>20, r.pfSize>>20, r.echoN, r.setupN)
+	fmt.Fprintf(&s, "Raw loopback TCP, one connection between two goroutines: %.0f MB/s, the physical ceiling here.\n\n", median(r.loopback))
 	fmt.Fprintf(&s, "The relay column is direct SPDY through a process that copies bytes and does nothing else (bench/relay.go): what any translator in its own process pays at least, so relay ÷ direct is the ceiling for a translator here.\n\n")
 	fmt.Fprintf(&s, "| figure | direct SPDY | TCP relay | upstream translator | kubestream | relay ÷ direct | kubestream ÷ direct | kubestream ÷ upstream | target | met |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rw := range r.rows() {

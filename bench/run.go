@@ -34,6 +34,7 @@ type results struct {
 	size, pfSize                 int64
 	reps, idleMax, echoN, setupN int
 	started                      time.Time
+	loopback                     []float64 // raw loopback TCP MB/s, one per repetition
 	inproc                       bool
 }
 
@@ -153,6 +154,12 @@ func orchestrate(o options) error {
 	r := newResults(o)
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	for rep := 1; rep <= o.reps; rep++ {
+		lo, err := loopbackMBps(o.size)
+		if err != nil {
+			return fmt.Errorf("raw loopback: %w", err)
+		}
+		r.loopback = append(r.loopback, lo)
+		logf("rep %d raw loopback TCP %6.0f MB/s", rep, lo)
 		for _, p := range paths {
 			if err := measureRep(ctx, p, o, r); err != nil {
 				return err
