@@ -256,7 +256,6 @@ func (c *spdyConn) readFull(p []byte) error {
 	}
 	// The stage is empty from here on.
 	c.spos, c.send = 0, 0
-	got := 0
 	if want < len(c.stage) {
 		// Small: stage at least what is wanted, and whatever else has
 		// already arrived.
@@ -264,10 +263,9 @@ func (c *spdyConn) readFull(p []byte) error {
 			m, err := c.conn.Read(c.stage[c.send:])
 			c.send += m
 			if err != nil && c.send < want {
-				got = c.send
-				copy(p[n:], c.stage[:c.send])
+				k := copy(p[n:], c.stage[:c.send])
 				c.spos, c.send = 0, 0
-				return eofErr(n+got, err)
+				return eofErr(n+k, err)
 			}
 		}
 		c.spos = copy(p[n:], c.stage[:want])
@@ -275,6 +273,7 @@ func (c *spdyConn) readFull(p []byte) error {
 	}
 	dst := p[n:cap(p)]
 	room := min(len(dst), want+len(c.stage))
+	got := 0
 	for got < want {
 		m, err := c.conn.Read(dst[got:room])
 		got += m
