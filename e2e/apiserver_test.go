@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,7 +90,7 @@ func TestAPIServer(t *testing.T) {
 
 	t.Run("declared/attach", func(t *testing.T) {
 		before := n.requests("attach", "translated")
-		kubectlAttach(t, cp)
+		kubectlAttach(t, cp, "echo", "echo")
 		if got := n.requests("attach", "translated") - before; got != 1 {
 			t.Errorf("kubestream translated %v attach sessions, want 1", got)
 		}
@@ -244,17 +243,5 @@ func (cp *controlPlane) createPods() {
 			"spec":     map[string]any{"nodeName": nodeName, "containers": containers}})
 		cp.patchStatus("pod", p.Name, map[string]any{"phase": "Running", "containerStatuses": statuses,
 			"conditions": []map[string]string{{"type": "Ready", "status": "True"}}})
-	}
-}
-
-// kubectlAttach attaches to the echo container, which answers each line.
-func kubectlAttach(t *testing.T, cp *controlPlane) {
-	stdin, lines, stderr := cp.background(t, true, "attach", "-i", "echo", "-c", "echo")
-	for i := 0; i < 3; i++ {
-		msg := fmt.Sprintf("through the apiserver %d", i)
-		fmt.Fprintln(stdin, msg)
-		if !lines.Scan() || lines.Text() != "echo: "+msg {
-			t.Fatalf("attach read %q (%v), want %q; stderr %s", lines.Text(), lines.Err(), "echo: "+msg, stderr.String())
-		}
 	}
 }

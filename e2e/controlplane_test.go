@@ -395,3 +395,16 @@ func kubectlCopy(t *testing.T, cp *controlPlane, pod string) {
 		t.Fatalf("kubectl cp round trip: %d bytes back, want the same %d", len(got), len(data))
 	}
 }
+
+// kubectlAttach attaches to a container that answers each line it reads
+// with "echo: " and the line.
+func kubectlAttach(t *testing.T, cp *controlPlane, pod, container string) {
+	stdin, lines, stderr := cp.background(t, true, "attach", "-i", pod, "-c", container)
+	for i := 0; i < 3; i++ {
+		msg := fmt.Sprintf("through the apiserver %d", i)
+		fmt.Fprintln(stdin, msg)
+		if !lines.Scan() || lines.Text() != "echo: "+msg {
+			t.Fatalf("attach read %q (%v), want %q; stderr %s", lines.Text(), lines.Err(), "echo: "+msg, stderr.String())
+		}
+	}
+}

@@ -54,8 +54,13 @@ func TestKubelet(t *testing.T) {
 	cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "shell", "namespace": "default"},
 		"spec": map[string]any{"nodeName": nodeName, "hostNetwork": true, "terminationGracePeriodSeconds": 1,
-			"containers": []map[string]any{{"name": "app", "image": image, "imagePullPolicy": "Never",
-				"command": []string{"sleep", "3600"}}}}})
+			"containers": []map[string]any{
+				{"name": "app", "image": image, "imagePullPolicy": "Never", "command": []string{"sleep", "3600"}},
+				// attach needs a process reading the container's own stdin,
+				// which the kubelet asks the runtime for (stdin: true).
+				{"name": "echo", "image": image, "imagePullPolicy": "Never", "stdin": true,
+					"command": []string{"sh", "-c", `while read -r l; do echo "echo: $l"; done`}},
+			}}})
 	defer cp.kubectl(nil, "delete", "pod", "shell", "--wait=false")
 	waitFor(t, 2*time.Minute, func() bool {
 		return cp.kubectl(nil, "get", "pod", "shell", "-o", "jsonpath={.status.phase}").stdout == "Running"
@@ -75,17 +80,17 @@ func TestKubelet(t *testing.T) {
 	}
 
 	t.Run("exec", func(t *testing.T) {
-		r := cp.kubectl(nil, "exec", "shell", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+		r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 		if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
 			t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
 		data := make([]byte, 2<<20)
 		_, _ = rand.Read(data)
-		r = cp.kubectl(bytes.NewReader(data), "exec", "-i", "shell", "--", "wc", "-c")
+		r = cp.kubectl(bytes.NewReader(data), "exec", "-i", "shell", "-c", "app", "--", "wc", "-c")
 		if r.code != 0 || strings.TrimSpace(r.stdout) != strconv.Itoa(len(data)) {
 			t.Fatalf("wc -c: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
-		r = cp.kubectl(nil, "exec", "shell", "--", "seq", "1", "100000")
+		r = cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "seq", "1", "100000")
 		if r.code != 0 || r.stdout != seqOutput(100000) {
 			t.Fatalf("seq: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
 		}
@@ -104,6 +109,14 @@ func TestKubelet(t *testing.T) {
 		kubectlCopy(t, cp, "shell")
 		if streaming("translated") <= before {
 			t.Fatal("kubectl cp did not go through kubestream in the kubelet")
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		before := streaming("translated")
+		kubectlAttach(t, cp, "shell", "echo")
+		if streaming("translated") <= before {
+			t.Fatal("kubectl attach did not go through kubestream in the kubelet")
 		}
 	})
 
