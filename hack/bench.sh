@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: kubestream's translator side by side with direct SPDY and
+# make bench: kubestream's translator side by side with direct SPDY, direct
+# SPDY through a byte-copying relay (the ceiling for any translator) and
 # upstream's translator (k8s.io/apiserver v0.37), alternated in one run, in
 # three processes so each translator's own CPU and memory show (then once
 # more in one process). Writes bench/results.md and bench/results.svg (and
