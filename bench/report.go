@@ -174,7 +174,7 @@ func (r *results) svg() string {
 	fmt.Fprintf(&s, `<line x1="%.0f" y1="30" x2="%.0f" y2="%d" stroke="#888" stroke-dasharray="4"/>`, x1, x1, h-20)
 	y := 40
 	for _, rw := range bars {
-		fmt.Fprintf(&s, `<text x="10" y="%d">%s</text>`, y+barH+4, rw.name)
+		fmt.Fprintf(&s, `<text x="10" y="%d">%s</text>`, y+3*barH/2+4, rw.name)
 		for i, v := range []float64{rw.relay / rw.direct, rw.up / rw.direct, rw.ks / rw.direct} {
 			color := []string{"#a3a3a3", "#d08770", "#5e81ac"}[i]
 			w := scale(v)
