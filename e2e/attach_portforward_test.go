@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/remotecommand"
 )
 
 func TestAttach(t *testing.T) {
@@ -132,4 +134,65 @@ func bulkEcho(port uint16, size int) error {
 		return fmt.Errorf("bulk echo: %d of %d bytes, checksums equal %v", n, size, bytes.Equal(in.Sum(nil), out.Sum(nil)))
 	}
 	return nil
+}
+
+// TestAttachTerminalMismatch: a client whose tty parameter does not match
+// the container. A kubelet takes the container's from the pod spec;
+// standalone kubestream has no pod spec and passes the client's on, and the
+// runtimes (the reference runtime, containerd 2.4 and 1.6 under the
+// containerd tag) still join the client to the process: no terminal asked
+// of a terminal container reaches its shell, and a terminal asked of a
+// plain one, with resizes as kubectl sends them, talks to it.
+func TestAttachTerminalMismatch(t *testing.T) {
+	n := startNode(t)
+	cases := []struct {
+		name, pod, container string
+		tty                  bool
+		send, want           string
+	}{
+		{"no tty to a terminal", "term", "shell", false, "echo attached-$((20+1))\n", "attached-21"},
+		{"tty to a plain container", "echo", "echo", true, "plain\n", "echo: plain"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pr, pw := io.Pipe()
+			out := &syncBuffer{}
+			o := streamOpts{protocol: "websocket", stdin: pr, stdout: out, tty: tc.tty}
+			if tc.tty {
+				q := make(sizeQueue, 1)
+				q <- &remotecommand.TerminalSize{Width: 100, Height: 30}
+				o.sizes = q
+				defer close(q)
+			}
+			done := make(chan execResult, 1)
+			go func() { done <- n.stream(ctx, n.execURL("attach", tc.pod, tc.container, true, tc.tty), o) }()
+			if _, err := io.WriteString(pw, tc.send); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(out.String(), tc.want) {
+				select {
+				case res := <-done:
+					t.Fatalf("attach ended before %q arrived: %v; output %q", tc.want, res.err, out.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no %q in the output %q", tc.want, out.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			pw.Close()
+			select {
+			case res := <-done:
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("attach did not end after stdin closed")
+			}
+		})
+	}
+	n.waitIdle(10 * time.Second)
 }
