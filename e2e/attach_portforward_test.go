@@ -41,20 +41,26 @@ func TestAttach(t *testing.T) {
 					t.Fatalf("attach read %q (%v), want %q", lines.Text(), lines.Err(), "echo: "+msg)
 				}
 			}
-			// Detaching (closing stdin) ends the attach, not the container.
-			pw.Close()
 			go func() { _, _ = io.Copy(io.Discard, outR) }()
-			select {
-			case res := <-done:
-				if res.err != nil {
-					t.Fatal(res.err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("attach did not end after stdin closed")
-			}
+			detach(t, pw, done)
 		})
 	}
 	n.waitIdle(10 * time.Second)
+}
+
+// detach closes the attached client's stdin, which must end the attach
+// cleanly (not the container) within a bound.
+func detach(t *testing.T, stdin io.Closer, done <-chan execResult) {
+	t.Helper()
+	stdin.Close()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("attach did not end after stdin closed")
+	}
 }
 
 // TestPortForward: both dialers, several ports on one forward, concurrent
@@ -183,15 +189,7 @@ func TestAttachTerminalMismatch(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			pw.Close()
-			select {
-			case res := <-done:
-				if res.err != nil {
-					t.Fatal(res.err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("attach did not end after stdin closed")
-			}
+			detach(t, pw, done)
 		})
 	}
 	n.waitIdle(10 * time.Second)
