@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -29,12 +28,7 @@ import (
 type spdyConn struct {
 	conn net.Conn
 
-	// The read side: a staging buffer for frame headers and small frames
-	// (bufio.Reader's default size, so an idle session costs what it did),
-	// larger payloads read straight into the caller's buffer. Only the
-	// session's single runtime reader touches these.
-	stage      [readBufSize]byte
-	spos, send int
+	rd stage // the read side (stage.go), the session's runtime reader's alone
 
 	wmu        sync.Mutex // one frame at a time on the wire
 	nextID     uint32     // client streams are odd
@@ -244,72 +238,21 @@ func (c *spdyConn) next() (frame, error) {
 // when the room behind p is not theirs to spoil.
 func (c *spdyConn) readPayload(p []byte) error { return c.readFull(p) }
 
-// readFull is io.ReadFull over the staging buffer and the connection: io.EOF
-// when nothing was read, io.ErrUnexpectedEOF when the connection ended
-// inside p.
+// readFull is io.ReadFull through the stage, with p's room up to cap(p)
+// open to a run-on read.
 func (c *spdyConn) readFull(p []byte) error {
-	n := copy(p, c.stage[c.spos:c.send])
-	c.spos += n
-	want := len(p) - n
-	if want == 0 {
-		return nil
-	}
-	// The stage is empty from here on.
-	c.spos, c.send = 0, 0
-	if want < len(c.stage) {
-		// Small: stage at least what is wanted, and whatever else has
-		// already arrived.
-		for c.send < want {
-			m, err := c.conn.Read(c.stage[c.send:])
-			c.send += m
-			if err != nil && c.send < want {
-				k := copy(p[n:], c.stage[:c.send])
-				c.spos, c.send = 0, 0
-				return eofErr(n+k, err)
-			}
-		}
-		c.spos = copy(p[n:], c.stage[:want])
-		return nil
-	}
-	dst := p[n:cap(p)]
-	room := min(len(dst), want+len(c.stage))
-	got := 0
-	for got < want {
-		m, err := c.conn.Read(dst[got:room])
+	want, room := len(p), p[:cap(p)]
+	for got := 0; got < want; {
+		m, err := c.rd.read(c.conn, room[got:], want-got)
 		got += m
 		if err != nil && got < want {
-			return eofErr(n+got, err)
+			return eofErr(got, err)
 		}
 	}
-	// What ran on past p goes to the stage for the next read.
-	c.send = copy(c.stage[:], dst[want:got])
 	return nil
-}
-
-func eofErr(read int, err error) error {
-	if err == io.EOF && read > 0 {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // discard skips n bytes of the stream.
-func (c *spdyConn) discard(n int) error {
-	for n > 0 {
-		k := min(n, c.send-c.spos)
-		c.spos += k
-		n -= k
-		if n == 0 {
-			return nil
-		}
-		c.spos, c.send = 0, 0
-		m, err := c.conn.Read(c.stage[:])
-		c.send = m
-		if err != nil && m == 0 {
-			return err
-		}
-	}
-	return nil
-}
+func (c *spdyConn) discard(n int) error { return c.rd.skip(c.conn, n) }
 
 func (c *spdyConn) Close() error { return c.conn.Close() }

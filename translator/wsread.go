@@ -19,12 +19,6 @@ import (
 // before the 101, so gorilla's own buffer is empty when it returns and the
 // connection's every byte after it is ours to read.
 
-// readBufSize is the staging buffer for frame headers and small messages;
-// the size of the bufio.Reader gorilla would use, so an idle session costs
-// what it did. Payloads larger than it are read straight into the caller's
-// buffer.
-const readBufSize = 4096
-
 const (
 	opContinuation = 0
 	opText         = websocket.TextMessage
@@ -49,8 +43,7 @@ func (m msgReader) Read(p []byte) (int, error) { return m.c.readPayload(p) }
 
 // readState is wsConn's read side. Only the session's read loop touches it.
 type readState struct {
-	rbuf       [readBufSize]byte
-	rpos, rend int
+	stage
 
 	inMessage bool  // a data message is being read
 	final     bool  // its current frame is the last
@@ -60,32 +53,6 @@ type readState struct {
 	maskPos   int
 	ctl       [125]byte // control frame payloads
 	err       error     // sticky: the read side is done
-}
-
-// fill reads at least n bytes into the staging buffer.
-func (c *wsConn) fill(n int) error {
-	r := &c.rd
-	if r.rend-r.rpos >= n {
-		return nil
-	}
-	if r.rpos > 0 {
-		r.rend = copy(r.rbuf[:], r.rbuf[r.rpos:r.rend])
-		r.rpos = 0
-	}
-	for r.rend < n {
-		m, err := c.ws.NetConn().Read(r.rbuf[r.rend:])
-		r.rend += m
-		if err != nil {
-			if r.rend >= n {
-				return nil
-			}
-			if err == io.EOF && r.rend > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
 }
 
 // nextReader returns the next data message's type and a reader of its
@@ -139,10 +106,11 @@ func (c *wsConn) fail(err error) error {
 func (c *wsConn) nextFrame() (int, error) {
 	r := &c.rd
 	for {
-		if err := c.fill(2); err != nil {
+		conn := c.ws.NetConn()
+		if err := r.fill(conn, 2); err != nil {
 			return 0, err
 		}
-		b0, b1 := r.rbuf[r.rpos], r.rbuf[r.rpos+1]
+		b0, b1 := r.buf[r.pos], r.buf[r.pos+1]
 		hlen := 2
 		switch b1 & 0x7f {
 		case 126:
@@ -153,10 +121,10 @@ func (c *wsConn) nextFrame() (int, error) {
 		if b1&0x80 == 0 {
 			return 0, frameErrf("client frame not masked")
 		}
-		if err := c.fill(hlen + 4); err != nil {
+		if err := r.fill(conn, hlen+4); err != nil {
 			return 0, err
 		}
-		h := r.rbuf[r.rpos : r.rpos+hlen+4]
+		h := r.take(hlen + 4)
 		var n int64
 		switch hlen {
 		case 2:
@@ -171,7 +139,6 @@ func (c *wsConn) nextFrame() (int, error) {
 			n = int64(u)
 		}
 		copy(r.mask[:], h[hlen:])
-		r.rpos += hlen + 4
 		r.maskPos = 0
 		r.left = n
 		fin, op := b0&0x80 != 0, int(b0&0x0f)
@@ -262,41 +229,12 @@ func validCloseCode(code int) bool {
 }
 
 // readRaw reads the current frame's payload (at most what is left of it),
-// unmasked: staged bytes first, then, for a large read, straight from the
-// connection into p.
+// unmasked. Bulk stdin takes one read per message: the stage's run-on read
+// brings the next frame's header along (io.Reader lets a reader use all of
+// p).
 func (c *wsConn) readRaw(p []byte) (int, error) {
 	r := &c.rd
-	want := len(p)
-	if int64(want) > r.left {
-		want = int(r.left)
-	}
-	if want == 0 {
-		return 0, nil
-	}
-	var n int
-	var err error
-	switch {
-	case r.rend > r.rpos:
-		n = copy(p[:want], r.rbuf[r.rpos:r.rend])
-		r.rpos += n
-	case want >= readBufSize:
-		// Read on past this frame into p's spare room (io.Reader lets a
-		// reader use all of p): what belongs to the next frames moves to
-		// the staging buffer, so their headers cost no syscall of their
-		// own. Bulk stdin then takes one read per message instead of two.
-		n, err = c.ws.NetConn().Read(p[:min(len(p), want+readBufSize)])
-		if n > want {
-			r.rpos, r.rend = 0, copy(r.rbuf[:], p[want:n])
-			n = want
-		}
-	default:
-		r.rpos, r.rend = 0, 0
-		var m int
-		m, err = c.ws.NetConn().Read(r.rbuf[:])
-		r.rend = m
-		n = copy(p[:want], r.rbuf[:m])
-		r.rpos = n
-	}
+	n, err := r.read(c.ws.NetConn(), p, int(min(int64(len(p)), r.left)))
 	if n > 0 {
 		r.maskPos = unmask(r.mask, r.maskPos, p[:n])
 		r.left -= int64(n)

@@ -1,0 +1,105 @@
+package translator
+
+import "io"
+
+// readBufSize is the staging buffer of each leg's reader: the size of the
+// bufio.Reader gorilla (and spdystream) would use, so an idle session costs
+// what it did. Reads larger than it go straight into the caller's buffer.
+const readBufSize = 4096
+
+// stage is the read side both hand-written readers share (the client's
+// WebSocket frames in wsread.go, the runtime's SPDY frames in spdyconn.go):
+// frame headers and small payloads are read through it; a large payload is
+// read straight into the caller's buffer and the read runs on into the room
+// behind it, the overflow (the next frame's header, most often) staged, so
+// that header costs no read syscall of its own. Only the owning reader
+// goroutine touches it.
+type stage struct {
+	buf      [readBufSize]byte
+	pos, end int
+}
+
+// fill stages at least n (≤ readBufSize) bytes from r.
+func (s *stage) fill(r io.Reader, n int) error {
+	if s.end-s.pos >= n {
+		return nil
+	}
+	if s.pos > 0 {
+		s.end = copy(s.buf[:], s.buf[s.pos:s.end])
+		s.pos = 0
+	}
+	for s.end < n {
+		m, err := r.Read(s.buf[s.end:])
+		s.end += m
+		if err != nil {
+			if s.end >= n {
+				return nil
+			}
+			return eofErr(s.end, err)
+		}
+	}
+	return nil
+}
+
+// staged returns the next n staged bytes (n ≤ what fill made sure of) and
+// consumes them.
+func (s *stage) take(n int) []byte {
+	b := s.buf[s.pos : s.pos+n]
+	s.pos += n
+	return b
+}
+
+// read reads at most want (≤ len(p)) bytes into p: staged bytes first;
+// with none staged, a read of readBufSize or more goes straight into p and
+// may run on into p[want:] (up to readBufSize further), what ran on being
+// staged for the next call; a smaller one is read through the stage.
+func (s *stage) read(r io.Reader, p []byte, want int) (int, error) {
+	if want == 0 {
+		return 0, nil
+	}
+	if s.end > s.pos {
+		n := copy(p[:want], s.buf[s.pos:s.end])
+		s.pos += n
+		return n, nil
+	}
+	if want >= readBufSize {
+		n, err := r.Read(p[:min(len(p), want+readBufSize)])
+		s.pos, s.end = 0, 0
+		if n > want {
+			s.end = copy(s.buf[:], p[want:n])
+			n = want
+		}
+		return n, err
+	}
+	m, err := r.Read(s.buf[:])
+	s.end = m
+	s.pos = copy(p[:want], s.buf[:m])
+	return s.pos, err
+}
+
+// skip consumes n bytes of r.
+func (s *stage) skip(r io.Reader, n int) error {
+	for n > 0 {
+		k := min(n, s.end-s.pos)
+		s.pos += k
+		n -= k
+		if n == 0 {
+			return nil
+		}
+		m, err := r.Read(s.buf[:])
+		s.pos, s.end = 0, m
+		if err != nil && m == 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// eofErr is io.ReadFull's rule: io.EOF when nothing was read,
+// io.ErrUnexpectedEOF when the stream ended part-way.
+func eofErr(read int, err error) error {
+	if err == io.EOF && read > 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
