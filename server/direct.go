@@ -78,7 +78,10 @@ func (c *directCache) record(sub, protocol string, accepted bool) {
 	}
 }
 
-// websocketGUID is RFC 6455's key suffix for Sec-WebSocket-Accept.
+// websocketGUID is RFC 6455's key suffix for Sec-WebSocket-Accept. The
+// computation is written out because gorilla keeps its own unexported; the
+// runtime's answer must be checked against the client's key before it is
+// relayed.
 const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 func acceptKey(key string) string {
@@ -101,6 +104,15 @@ func directable(r *http.Request) bool {
 // protocol: its single-use URL is spent and the caller translates instead.
 var errRefused = errors.New("container runtime does not speak the protocol")
 
+// refused remembers and counts a runtime that does not speak the client's
+// protocol, and returns errRefused.
+func (s *Server) refused(ctx context.Context, ss *session, msg string, kv ...any) error {
+	s.direct.record(ss.subresource, ss.protocol, false)
+	s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "refused").Inc()
+	klog.FromContext(ctx).V(2).Info(msg, append(kv, "protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)...)
+	return errRefused
+}
+
 // tryDirect offers the client's WebSocket handshake to the runtime. On the
 // runtime's 101 it relays the answer to the client and splices the two
 // connections until the session ends, and returns nil. errRefused means the
@@ -122,11 +134,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	var ue *upgrade.Error
 	switch {
 	case errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500:
-		s.direct.record(ss.subresource, ss.protocol, false)
-		s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "refused").Inc()
-		logger.V(2).Info("Runtime refused the WebSocket; translating", "protocol", ss.protocol, "status", ue.StatusCode,
-			"recheckAfter", s.direct.cfg.Recheck)
-		return errRefused
+		return s.refused(ctx, ss, "Runtime refused the WebSocket; translating", "status", ue.StatusCode)
 	case err != nil:
 		return err
 	}
@@ -134,10 +142,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
 		// A 101 the client would reject: treat the runtime as not speaking it.
 		rt.Close()
-		s.direct.record(ss.subresource, ss.protocol, false)
-		s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "refused").Inc()
-		logger.V(2).Info("Runtime answered the WebSocket with an unusable handshake; translating", "protocol", got)
-		return errRefused
+		return s.refused(ctx, ss, "Runtime answered the WebSocket with an unusable handshake; translating", "answeredProtocol", got)
 	}
 	s.direct.record(ss.subresource, ss.protocol, true)
 	s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "accepted").Inc()
