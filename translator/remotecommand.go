@@ -135,6 +135,12 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.abort(badRequest(pe.Error()))
 		s.wc.drain()
 		res.Err = readErr
+	case errors.Is(readErr, errProtocol):
+		// The reader already sent close 1002; the runtime leg must end
+		// too, or a broken frame would hold it (and its process) open.
+		s.abort(nil)
+		s.wc.drain()
+		res.Err = fmt.Errorf("client broke websocket framing: %w", readErr)
 	case errors.Is(readErr, websocket.ErrReadLimit):
 		// The reader already sent close 1009 to the client.
 		s.abort(nil)
@@ -413,8 +419,12 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 		// pieces (what its bufio holds, then the rest), and each write is a
 		// syscall and a SPDY frame.
 		n, err := io.ReadFull(r, buf[spdyHeaderLen:])
-		if err == io.ErrUnexpectedEOF {
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF: // the message's end
 			err = io.EOF
+		default: // the message was cut off (or broke): none of it goes on
+			return err
 		}
 		if n > 0 {
 			if werr := s.rt.writeData(id, buf[:spdyHeaderLen+n], false); werr != nil {
@@ -473,7 +483,10 @@ func (s *rcSession) resize(r io.Reader, buf []byte) error {
 }
 
 func (s *rcSession) closeChannel(r io.Reader, buf []byte) error {
-	n, _ := io.ReadFull(r, buf[:2])
+	n, err := io.ReadFull(r, buf[:2])
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return err // cut off before its end: not a close signal
+	}
 	if n != 1 {
 		return protoErrf("close signal must be exactly [255, channel]")
 	}

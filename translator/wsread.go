@@ -31,6 +31,21 @@ const (
 // errProtocol marks a client that broke RFC 6455 framing: close code 1002.
 var errProtocol = errors.New("websocket protocol error")
 
+// errMessageCut is the connection ending inside a message. It is never
+// io.EOF or io.ErrUnexpectedEOF itself, which io.ReadFull and the sessions
+// take for the message's own end: a cut message is not a short one, and
+// what it held must not be acted on.
+var errMessageCut = errors.New("connection ended inside a websocket message")
+
+// cutShort turns the end of the connection inside a message into
+// errMessageCut; other errors pass unchanged.
+func cutShort(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("%w: %w", errMessageCut, err)
+	}
+	return err
+}
+
 func frameErrf(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errProtocol}, a...)...)
 }
@@ -262,7 +277,7 @@ func (c *wsConn) readPayload(p []byte) (int, error) {
 		}
 		op, err := c.nextFrame()
 		if err != nil {
-			return 0, c.fail(err)
+			return 0, c.fail(cutShort(err))
 		}
 		if op != opContinuation {
 			return 0, c.fail(frameErrf("data frame of type %d inside a fragmented message", op))
@@ -270,7 +285,7 @@ func (c *wsConn) readPayload(p []byte) (int, error) {
 	}
 	n, err := c.readRaw(p)
 	if err != nil {
-		return n, c.fail(err)
+		return n, c.fail(cutShort(err))
 	}
 	return n, nil
 }

@@ -1,0 +1,122 @@
+package translator
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// runtimeLog is what a scripted SPDY runtime saw of a session.
+type runtimeLog struct {
+	data map[uint32][]byte // data frame payloads by stream
+	fin  map[uint32]bool   // streams the client half-closed
+	err  error             // how the connection ended (io.EOF: closed by the translator)
+}
+
+// scriptedRuntime accepts every stream the translator opens (replying with
+// a bare SYN_REPLY, which is all kubestream's client reads) and records what
+// arrives until the translator closes the connection.
+func scriptedRuntime(t *testing.T) (DialFunc, <-chan runtimeLog) {
+	t.Helper()
+	ours, theirs := tcpPair(t)
+	done := make(chan runtimeLog, 1)
+	go func() {
+		log := runtimeLog{data: map[uint32][]byte{}, fin: map[uint32]bool{}}
+		defer func() { done <- log }()
+		var h [spdyHeaderLen]byte
+		for {
+			if _, err := io.ReadFull(theirs, h[:]); err != nil {
+				log.err = err
+				return
+			}
+			n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
+			payload := make([]byte, n)
+			if _, err := io.ReadFull(theirs, payload); err != nil {
+				log.err = err
+				return
+			}
+			if h[0]&spdyControlBit != 0 {
+				if h[3] == spdyTypeSynStrm {
+					reply := []byte{spdyControlBit, spdyVersion, 0, spdyTypeSynReply, 0, 0, 0, 4, 0, 0, 0, 0}
+					copy(reply[8:], payload[:4])
+					_, _ = theirs.Write(reply)
+				}
+				continue
+			}
+			id := binary.BigEndian.Uint32(h[:4])
+			log.data[id] = append(log.data[id], payload...)
+			if h[4]&spdyFlagFin != 0 {
+				log.fin[id] = true
+			}
+		}
+	}()
+	dial := func(context.Context, []string) (net.Conn, string, error) { return ours, RuntimeProtocol, nil }
+	return dial, done
+}
+
+// stdinStream is the stream ID of stdin in serveWith's sessions: error
+// opens first (1), then stdin (3).
+const stdinStream = 3
+
+// TestClientEndsRuntimeLeg: however the client's side ends — a frame
+// RFC 6455 forbids, or the connection cut inside a fragmented message — the
+// translator closes the runtime leg and returns, and what an unfinished
+// message held never reaches the runtime.
+func TestClientEndsRuntimeLeg(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cat := func(fs ...[]byte) []byte { return bytes.Join(fs, nil) }
+	for _, tc := range []struct {
+		name string
+		send []byte
+	}{
+		{"unmasked frame", []byte{0x82, 0x02, 0x00, 0x78}},
+		{"reserved bits", cat(maskedFrame(true, 0x40|2, []byte{0, 'x'}))},
+		{"stray continuation", maskedFrame(true, 0, []byte{0, 'x'})},
+		{"close signal cut between fragments", maskedFrame(false, 2, []byte{chanClose, ChanStdin})},
+		{"close signal cut inside a fragment", maskedFrame(true, 2, []byte{chanClose, ChanStdin})[:7]},
+		{"stdin cut between fragments", maskedFrame(false, 2, []byte{ChanStdin, 'c', 'u', 't'})},
+		{"stdin cut inside a frame", maskedFrame(true, 2, []byte{ChanStdin, 'c', 'u', 't', 's'})[:9]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.CloseGrace = 500 * time.Millisecond
+			dial, seen := scriptedRuntime(t)
+			c, results := serveWith(t, cfg, dial)
+			// After the readiness message the runtime leg is up.
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, _, err := c.ReadMessage(); err != nil {
+				t.Fatalf("no readiness message: %v", err)
+			}
+			if _, err := c.NetConn().Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			c.NetConn().Close()
+			select {
+			case log := <-seen:
+				if log.err != io.EOF {
+					t.Errorf("runtime leg ended with %v, want the translator's close", log.err)
+				}
+				if log.fin[stdinStream] || len(log.data[stdinStream]) > 0 {
+					t.Errorf("an unfinished message was applied: stdin got %q, half-closed %v", log.data[stdinStream], log.fin[stdinStream])
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the runtime leg is still open 5 s after the client's side ended")
+			}
+			select {
+			case res := <-results:
+				if res.Err == nil {
+					t.Error("the session's result carries no error")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("ServeRemoteCommand did not return")
+			}
+		})
+	}
+}
