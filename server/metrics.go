@@ -44,7 +44,7 @@ func NewMetrics() *Metrics {
 		}, []string{"subresource", "route"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubestream_streaming_bytes_total",
-			Help: "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down, direct-up, direct-down).",
+			Help: "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down, direct-up, direct-down, spdy-up, spdy-down).",
 		}, []string{"subresource", "channel"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubestream_runtime_websocket_offers_total",

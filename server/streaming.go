@@ -20,6 +20,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -311,9 +312,14 @@ func parsePorts(values []string) ([]int32, error) {
 	return ports, nil
 }
 
-// proxy passes the upgrade to the runtime unchanged, as a kubelet does: the
-// runtime's answer, 101 or an error, goes back to the client as is.
+// proxy passes the upgrade to the runtime, as a kubelet does: the runtime's
+// answer, 101 or an error, goes back to the client. SPDY sessions are
+// relayed frame by frame (relaySPDY); legacy WebSockets byte for byte.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
+	if ss.route == RouteProxiedSPDY {
+		s.relaySPDY(w, r, ss, u)
+		return
+	}
 	defer ss.running()()
 	var transport http.RoundTripper
 	if s.cfg.RuntimeTLS != nil {
@@ -369,4 +375,59 @@ func (s *Server) sessionContext(parent context.Context) (context.Context, func()
 		cancel()
 		s.sessions.Done()
 	}
+}
+
+// relaySPDY passes a SPDY upgrade to the runtime with the client's
+// protocol list and relays the session with translator.RelaySPDY, which
+// keeps the client's pings off the runtime and tells the client when the
+// runtime cut its session (issue: a slow reader lost output silently).
+func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
+	ctx := r.Context()
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
+	rt, proto, err := translator.UpgradeSPDY(dctx, u, s.cfg.RuntimeTLS, r.Header.Values(httpstream.HeaderProtocolVersion))
+	cancel()
+	if err != nil {
+		var ue *translator.UpgradeError
+		if errors.As(err, &ue) {
+			// The runtime's own refusal goes back as it was, as a
+			// byte-for-byte proxy would have passed it.
+			ss.fail(w, r, ue.StatusCode, errors.New(strings.TrimSpace(ue.Body)))
+			return
+		}
+		ss.fail(w, r, upgradeStatus(err), err)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		rt.Close()
+		ss.fail(w, r, http.StatusInternalServerError, errors.New("connection cannot be hijacked"))
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		rt.Close()
+		klog.FromContext(ctx).V(2).Info("Hijacking the client connection failed", "err", err)
+		return
+	}
+	sctx, done := s.sessionContext(ctx)
+	defer done()
+	defer ss.running()()
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(conn, "HTTP/1.1 101 Switching Protocols\r\n%s: %s\r\n%s: %s\r\n%s: %s\r\n\r\n",
+		httpstream.HeaderConnection, httpstream.HeaderUpgrade, httpstream.HeaderUpgrade, "SPDY/3.1",
+		httpstream.HeaderProtocolVersion, proto); err != nil {
+		conn.Close()
+		rt.Close()
+		return
+	}
+	res := translator.RelaySPDY(sctx, upgrade.BufferedConn(conn, brw.Reader), rt, proto, s.cfg.Translator)
+	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "spdy-up").Add(float64(res.BytesUp))
+	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "spdy-down").Add(float64(res.BytesDown))
+	logger := klog.FromContext(ctx)
+	if res.Lost > 0 || res.Err != nil {
+		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+		logger.V(2).Info("SPDY session cut by the runtime's side", "err", res.Err, "errorStreamsTold", res.Lost)
+		return
+	}
+	logger.V(3).Info("SPDY session ended", "pingsAnswered", res.PingsAnswered, "duration", time.Since(ss.start))
 }

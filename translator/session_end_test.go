@@ -14,9 +14,10 @@ import (
 
 // runtimeLog is what a scripted SPDY runtime saw of a session.
 type runtimeLog struct {
-	data map[uint32][]byte // data frame payloads by stream
-	fin  map[uint32]bool   // streams the client half-closed
-	err  error             // how the connection ended (io.EOF: closed by the translator)
+	data  map[uint32][]byte // data frame payloads by stream
+	fin   map[uint32]bool   // streams the client half-closed
+	types map[uint16]int    // frames by control type; data frames under 0
+	err   error             // how the connection ended (io.EOF: closed by the peer)
 }
 
 // scriptedRuntime accepts every stream the translator opens (replying with
@@ -25,39 +26,53 @@ type runtimeLog struct {
 func scriptedRuntime(t *testing.T) (DialFunc, <-chan runtimeLog) {
 	t.Helper()
 	ours, theirs := tcpPair(t)
+	done := serveScripted(theirs, nil)
+	dial := func(context.Context, []string) (net.Conn, string, error) { return ours, RuntimeProtocol, nil }
+	return dial, done
+}
+
+// serveScripted runs a scripted runtime on conn; onData, if set, is called
+// after each data frame and ends the script (closing conn) when it returns
+// true.
+func serveScripted(conn net.Conn, onData func(conn net.Conn, id uint32) bool) <-chan runtimeLog {
 	done := make(chan runtimeLog, 1)
 	go func() {
-		log := runtimeLog{data: map[uint32][]byte{}, fin: map[uint32]bool{}}
+		log := runtimeLog{data: map[uint32][]byte{}, fin: map[uint32]bool{}, types: map[uint16]int{}}
 		defer func() { done <- log }()
 		var h [spdyHeaderLen]byte
 		for {
-			if _, err := io.ReadFull(theirs, h[:]); err != nil {
+			if _, err := io.ReadFull(conn, h[:]); err != nil {
 				log.err = err
 				return
 			}
 			n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
 			payload := make([]byte, n)
-			if _, err := io.ReadFull(theirs, payload); err != nil {
+			if _, err := io.ReadFull(conn, payload); err != nil {
 				log.err = err
 				return
 			}
 			if h[0]&spdyControlBit != 0 {
+				log.types[uint16(h[2])<<8|uint16(h[3])]++
 				if h[3] == spdyTypeSynStrm {
 					reply := []byte{spdyControlBit, spdyVersion, 0, spdyTypeSynReply, 0, 0, 0, 4, 0, 0, 0, 0}
 					copy(reply[8:], payload[:4])
-					_, _ = theirs.Write(reply)
+					_, _ = conn.Write(reply)
 				}
 				continue
 			}
+			log.types[0]++
 			id := binary.BigEndian.Uint32(h[:4])
 			log.data[id] = append(log.data[id], payload...)
 			if h[4]&spdyFlagFin != 0 {
 				log.fin[id] = true
 			}
+			if onData != nil && onData(conn, id) {
+				conn.Close()
+				return
+			}
 		}
 	}()
-	dial := func(context.Context, []string) (net.Conn, string, error) { return ours, RuntimeProtocol, nil }
-	return dial, done
+	return done
 }
 
 // stdinStream is the stream ID of stdin in serveWith's sessions: error

@@ -46,6 +46,7 @@ const (
 	spdyTypeRst      = 3
 	spdyTypePing     = 6
 	spdyTypeGoAway   = 7
+	spdyTypeHeaders  = 8
 	spdyFlagFin      = 0x01
 	spdyHeaderLen    = 8
 	spdyMaxData      = 1<<24 - 1

@@ -1,0 +1,411 @@
+package translator
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/moby/spdystream/spdy"
+	"k8s.io/apimachinery/pkg/util/portforward"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+
+	"github.com/kubestream/kubestream/internal/upgrade"
+)
+
+// RelaySPDY carries a SPDY/3.1 session (remotecommand v1–v4 or
+// portforward.k8s.io) between a client and the runtime that accepted the
+// same protocol. Bytes pass unchanged, frame by frame, with two exceptions
+// that keep output from being lost:
+//
+//   - The client's PINGs are answered here and never reach the runtime.
+//     A runtime stalled by a slow client stops reading its socket
+//     (spdystream answers a PING from its read loop, and that write waits
+//     behind the output); when the command ends it closes with those PINGs
+//     unread, its kernel answers with a reset, and everything the node had
+//     received but not yet passed on is discarded. client-go pings every
+//     5 s, so a slow reader lost output silently (kubernetes#124571 on the
+//     SPDY path). The PINGs still do their job: the client's path to the
+//     node stays alive, and the node's own path to the runtime is its
+//     business.
+//   - When the runtime's side ends before it closed an error stream (its
+//     status for exec and attach, one per forwarded connection), the client
+//     is told so on that stream. client-go reads an error stream that just
+//     ends as success, so without this a cut session looked complete.
+//
+// Why a frame-following relay and not SPDY-to-SPDY translation with
+// kubestream's own runtime client: following frames costs one 8-byte header
+// read per frame on top of a byte copy, keeps exactly one buffer per
+// direction, and leaves the client's SPDY session (its flow, its header
+// compression) untouched end to end; translating would decode and
+// re-encode every stream for no gain.
+//
+// RelaySPDY returns when both connections are closed and both copiers have
+// ended. The runtime's end is followed by a half-close towards the client
+// and cfg.CloseGrace for the client to close first, so the node never
+// resets data the client has yet to read.
+func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) RelayResult {
+	r := &spdyRelay{
+		client:     client,
+		rt:         rt,
+		cfg:        &cfg,
+		portFwd:    protocol == portforward.PortForwardV1Name,
+		jsonStatus: protocol == remotecommand.StreamProtocolV4Name,
+		errStreams: map[uint32]bool{},
+	}
+	upDone := make(chan struct{})
+	go func() {
+		defer close(upDone)
+		r.up()
+	}()
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.stopping = true
+		r.mu.Unlock()
+		// Wakes the down copier between frames or mid-frame; it tells
+		// the client why the session ended.
+		_ = rt.SetReadDeadline(time.Now())
+	})
+	defer stop()
+
+	downErr := r.down()
+	r.tellLost(ctx, downErr)
+	_ = upgrade.CloseWrite(client)
+	_ = rt.Close()
+	// The client closes on our half-close; until then (or the grace) the
+	// up copier keeps reading, so nothing it sends is left unread.
+	_ = client.SetReadDeadline(time.Now().Add(cfg.CloseGrace))
+	<-upDone
+	_ = client.Close()
+	r.res.Err = downErr
+	return r.res
+}
+
+// RelayResult is what a relayed SPDY session carried and how it ended.
+type RelayResult struct {
+	BytesUp, BytesDown uint64
+	// PingsAnswered counts the client's PINGs the node answered itself.
+	PingsAnswered uint64
+	// Lost names the error streams the runtime left open: the client was
+	// told on each that its session was cut. Zero for a complete session.
+	Lost int
+	// Err is why the runtime's side ended, nil for a clean close; UpErr
+	// why the client's did, nil for a close.
+	Err, UpErr error
+}
+
+type spdyRelay struct {
+	client, rt net.Conn
+	cfg        *Config
+	portFwd    bool
+	jsonStatus bool // v4: the error stream carries a metav1.Status
+
+	// wmu serialises frames towards the client: the down copier holds it
+	// for a whole frame, the up copier for a PING reply.
+	wmu sync.Mutex
+
+	mu         sync.Mutex
+	stopping   bool            // the node is shutting down (ctx ended)
+	upEnded    bool            // the client's side ended first
+	errStreams map[uint32]bool // error streams the runtime has not closed; nil: not known
+
+	res RelayResult
+
+	// The up copier's: headers decodes the client's header blocks (one
+	// zlib stream across the connection) to learn which streams are error
+	// streams, until a frame it cannot hold or read (untracked).
+	headers    *spdy.Framer
+	headersBuf bytes.Buffer
+	untracked  bool
+
+	// The down copier's: the grace for the frame in flight is armed once
+	// the node stops; framingLost once half a frame went to the client.
+	graceArmed, framingLost bool
+}
+
+// maxHeaderFrame bounds the header frames the relay decodes; client-go's
+// are under 100 bytes. A larger one is passed on undecoded, and the relay
+// stops tracking error streams (the zlib context cannot skip a block).
+const maxHeaderFrame = 16 << 10
+
+// up copies the client's frames to the runtime, answering the client's
+// PINGs itself. It ends when the client's side does; the runtime then gets
+// a half-close and the grace to finish.
+func (r *spdyRelay) up() {
+	br := bufio.NewReaderSize(r.client, readBufSize)
+	bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)
+	defer putBuf(bp)
+	buf := *bp
+	err := func() error {
+		for {
+			h := buf[:spdyHeaderLen]
+			if _, err := io.ReadFull(br, h); err != nil {
+				return err
+			}
+			n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
+			if h[0]&spdyControlBit == 0 {
+				if _, err := r.copyFrame(r.rt, br, buf, n, &r.res.BytesUp, nil); err != nil {
+					return err
+				}
+				continue
+			}
+			typ := binary.BigEndian.Uint16(h[2:4])
+			switch {
+			case typ == spdyTypePing && n == 4:
+				if _, err := io.ReadFull(br, buf[spdyHeaderLen:spdyHeaderLen+4]); err != nil {
+					return err
+				}
+				if binary.BigEndian.Uint32(buf[spdyHeaderLen:])%2 == 1 { // the client's own
+					r.wmu.Lock()
+					_, werr := r.client.Write(buf[:spdyHeaderLen+4])
+					r.wmu.Unlock()
+					if werr != nil {
+						return werr
+					}
+					r.res.PingsAnswered++
+					continue
+				}
+				// A reply to the runtime's PING: the runtime waits for it.
+				if _, err := r.rt.Write(buf[:spdyHeaderLen+4]); err != nil {
+					return err
+				}
+			case typ == spdyTypeSynStrm || typ == spdyTypeHeaders || typ == spdyTypeSynReply:
+				if err := r.headerFrame(br, buf, n); err != nil {
+					return err
+				}
+			case typ == spdyTypeRst && n == 8:
+				if _, err := io.ReadFull(br, buf[spdyHeaderLen:spdyHeaderLen+8]); err != nil {
+					return err
+				}
+				r.closeErrStream(binary.BigEndian.Uint32(buf[spdyHeaderLen:]) & 0x7fffffff)
+				if _, err := r.rt.Write(buf[:spdyHeaderLen+8]); err != nil {
+					return err
+				}
+			default:
+				if _, err := r.copyFrame(r.rt, br, buf, n, &r.res.BytesUp, nil); err != nil {
+					return err
+				}
+			}
+		}
+	}()
+	r.mu.Lock()
+	r.upEnded = true
+	r.mu.Unlock()
+	if err != nil && !errors.Is(err, io.EOF) && !isTimeout(err) {
+		r.res.UpErr = err
+	}
+	// The client is gone or done: the runtime hears EOF and ends the
+	// session; if it does not within the grace, the down copier is cut.
+	_ = upgrade.CloseWrite(r.rt)
+	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace))
+}
+
+// headerFrame passes on a frame with a header block, reading its headers
+// on the way when it is small enough.
+func (r *spdyRelay) headerFrame(br *bufio.Reader, buf []byte, n int) error {
+	if n > maxHeaderFrame || n+spdyHeaderLen > len(buf) {
+		r.stopTracking()
+		_, err := r.copyFrame(r.rt, br, buf, n, &r.res.BytesUp, nil)
+		return err
+	}
+	frame := buf[:spdyHeaderLen+n]
+	if _, err := io.ReadFull(br, frame[spdyHeaderLen:]); err != nil {
+		return err
+	}
+	r.decodeHeaders(frame)
+	if _, err := r.rt.Write(frame); err != nil {
+		return err
+	}
+	r.res.BytesUp += uint64(len(frame))
+	return nil
+}
+
+// decodeHeaders feeds one header frame to the client's header decoder and
+// records the stream if it is an error stream.
+func (r *spdyRelay) decodeHeaders(frame []byte) {
+	if r.untracked {
+		return
+	}
+	if r.headers == nil {
+		f, err := spdy.NewFramer(io.Discard, &r.headersBuf)
+		if err != nil {
+			return
+		}
+		r.headers = f
+	}
+	r.headersBuf.Write(frame)
+	f, err := r.headers.ReadFrame()
+	r.headersBuf.Reset()
+	if err != nil {
+		// The zlib context is lost with a frame it could not read.
+		r.stopTracking()
+		return
+	}
+	if ss, ok := f.(*spdy.SynStreamFrame); ok && ss.Headers.Get("streamType") == "error" {
+		r.mu.Lock()
+		if r.errStreams != nil {
+			r.errStreams[uint32(ss.StreamId)] = true
+		}
+		r.mu.Unlock()
+	}
+}
+
+// stopTracking gives up on error streams for the rest of the session (up
+// copier only).
+func (r *spdyRelay) stopTracking() {
+	r.untracked, r.headers, r.headersBuf = true, nil, bytes.Buffer{}
+	r.mu.Lock()
+	r.errStreams = nil
+	r.mu.Unlock()
+}
+
+func (r *spdyRelay) closeErrStream(id uint32) {
+	r.mu.Lock()
+	delete(r.errStreams, id)
+	r.mu.Unlock()
+}
+
+// down copies the runtime's frames to the client, following which error
+// streams the runtime closes. It returns nil when the runtime closed the
+// connection, else why its side ended.
+func (r *spdyRelay) down() error {
+	br := bufio.NewReaderSize(r.rt, readBufSize)
+	for {
+		var h [spdyHeaderLen]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			// Between frames a stopping node ends the session at once;
+			// inside one (a cut header) the framing is lost either way.
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
+		var ends uint32 // an error stream this frame closes
+		if h[0]&spdyControlBit == 0 {
+			if h[4]&spdyFlagFin != 0 {
+				ends = binary.BigEndian.Uint32(h[:4]) & 0x7fffffff
+			}
+		} else if typ := binary.BigEndian.Uint16(h[2:4]); typ == spdyTypeRst || (typ == spdyTypeSynReply && h[4]&spdyFlagFin != 0) {
+			// Both carry the stream ID first; it must be read before the
+			// frame goes out, so it is peeked.
+			if id, err := br.Peek(4); err == nil && n >= 4 {
+				ends = binary.BigEndian.Uint32(id) & 0x7fffffff
+			}
+		}
+		bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)
+		copy(*bp, h[:])
+		r.wmu.Lock()
+		wrote, err := r.copyFrame(r.client, br, *bp, n, &r.res.BytesDown, r.graceForFrame)
+		r.wmu.Unlock()
+		putBuf(bp)
+		if err != nil {
+			if wrote {
+				// Half a frame went out: nothing more can be framed
+				// after it.
+				r.framingLost = true
+			}
+			return err
+		}
+		if ends != 0 {
+			r.closeErrStream(ends)
+		}
+	}
+}
+
+// graceForFrame lets the frame in flight finish when the node stops
+// mid-frame (the wake-up deadline hit it): cutting it would leave the
+// client unable to read the status that follows. It reports whether to
+// read on.
+func (r *spdyRelay) graceForFrame(err error) bool {
+	r.mu.Lock()
+	stopping := r.stopping
+	r.mu.Unlock()
+	if !stopping || r.graceArmed || !isTimeout(err) {
+		return false
+	}
+	r.graceArmed = true
+	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace))
+	return true
+}
+
+// copyFrame copies one frame whose 8-byte header is in buf[:8] (already
+// read from src) and whose n payload bytes follow in src, header and first
+// payload bytes in one write. retry, if set, may let a read that failed
+// go on.
+func (r *spdyRelay) copyFrame(dst io.Writer, src io.Reader, buf []byte, n int, count *uint64, retry func(error) bool) (wrote bool, err error) {
+	fill := spdyHeaderLen
+	for rem := n; ; {
+		k := min(rem, len(buf)-fill)
+		for got := 0; got < k; {
+			m, err := src.Read(buf[fill+got : fill+k])
+			got += m
+			if err != nil && got < k && (retry == nil || !retry(err)) {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return wrote, err
+			}
+		}
+		rem -= k
+		wrote = true
+		if _, err := dst.Write(buf[:fill+k]); err != nil {
+			return wrote, err
+		}
+		*count += uint64(fill + k)
+		if rem == 0 {
+			return wrote, nil
+		}
+		fill = 0
+	}
+}
+
+// tellLost writes, on every error stream the runtime left open, why the
+// session was cut, and half-closes it: client-go reports what it reads
+// there as the session's error.
+func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
+	r.mu.Lock()
+	ids := make([]uint32, 0, len(r.errStreams))
+	for id := range r.errStreams {
+		ids = append(ids, id)
+	}
+	stopping, upEnded := r.stopping, r.upEnded
+	r.mu.Unlock()
+	if len(ids) == 0 || upEnded || r.framingLost {
+		return // complete, or the client ended it and hears nothing more
+	}
+	var msg string
+	switch {
+	case stopping || ctx.Err() != nil:
+		msg = "session cut: the node's streaming server is shutting down"
+	case downErr == nil:
+		msg = "session cut: the container runtime closed the connection before reporting the session's end"
+	default:
+		msg = fmt.Sprintf("session cut: lost the connection to the container runtime (%v); output may be incomplete", downErr)
+	}
+	payload := []byte(msg)
+	if r.jsonStatus {
+		payload, _ = json.Marshal(internalError(msg))
+	}
+	_ = r.client.SetWriteDeadline(time.Now().Add(r.cfg.WriteTimeout))
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	for _, id := range ids {
+		frame := make([]byte, spdyHeaderLen+len(payload))
+		copy(frame[spdyHeaderLen:], payload)
+		binary.BigEndian.PutUint32(frame, id)
+		frame[4] = spdyFlagFin
+		frame[5], frame[6], frame[7] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+		if _, err := r.client.Write(frame); err != nil {
+			return
+		}
+		r.res.Lost++
+	}
+}
