@@ -7,12 +7,14 @@ import (
 	"context"
 	"crypto/rand"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
@@ -126,6 +128,48 @@ func TestAPIServer(t *testing.T) {
 		if n.requests("portforward", "proxied-spdy") == pf {
 			t.Error("the apiserver's SPDY port-forward did not reach kubestream")
 		}
+	})
+
+	// A slow reader through the apiserver loses nothing, whichever way the
+	// apiserver reaches the node: SPDY passed through (any client that
+	// falls back, and every kubectl before 1.30), the client's WebSocket
+	// passed through (node declared), or the apiserver's own translation
+	// to SPDY (node not declared; its SPDY client pings every 5 s, so that
+	// session runs longer than 5 s).
+	t.Run("slow-reader", func(t *testing.T) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"container": {"app"}, "stdout": {"true"}, "stderr": {"true"}}
+		execURL := func(size int) string {
+			q["command"] = slowCommand(size)
+			return cfg.Host + "/api/v1/namespaces/default/pods/demo/exec?" + q.Encode()
+		}
+		websocketExec := func(t *testing.T, size int) remotecommand.Executor {
+			e, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, execURL(size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		for _, declared := range []bool{true, false} {
+			cp.registerNode(n, declared)
+			name := map[bool]string{true: "declared", false: "undeclared"}[declared]
+			t.Run(name+"/spdy", func(t *testing.T) {
+				before := n.requests("exec", "proxied-spdy")
+				slowExec(t, spdyExecutor(t, cfg, execURL(slowReaderSize), slowPing(t)), slowReaderSize)
+				if n.requests("exec", "proxied-spdy") == before {
+					t.Error("the session did not reach kubestream as SPDY")
+				}
+			})
+			size := slowReaderSize
+			if !declared {
+				size = 8 * slowReaderRate // 8 s: past the apiserver's first ping
+			}
+			t.Run(name+"/websocket", func(t *testing.T) { slowExec(t, websocketExec(t, size), size) })
+		}
+		cp.registerNode(n, true)
 	})
 
 	// A node that declares the feature but whose server has it off (a

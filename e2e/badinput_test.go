@@ -217,3 +217,24 @@ func TestInsecureDevelopmentHTTP(t *testing.T) {
 	}
 	n.waitIdle(10 * time.Second)
 }
+
+// TestMalformedHandshakeSpendsNoRuntimeURL: a WebSocket upgrade the node
+// refuses (here: no Sec-WebSocket-Key) is refused before any CRI call.
+// Runtimes hold at most 1,000 single-use URLs for a minute; when each such
+// request spent one, 1,001 of them left every exec on the node a 503.
+func TestMalformedHandshakeSpendsNoRuntimeURL(t *testing.T) {
+	n := startNode(t)
+	hdr := wsHeaders("v5.channel.k8s.io")
+	hdr.Del("Sec-WebSocket-Key")
+	for i := 0; i < 1001; i++ {
+		status, _, body := n.rawUpgrade("GET", "/exec/default/demo/app?command=true&output=1", hdr, n.certs.ClientCert, n.certs.ClientKey)
+		if status != http.StatusBadRequest || !strings.Contains(body, "Sec-WebSocket-Key") {
+			t.Fatalf("request %d: got %d %q; want 400 naming the key", i, status, body)
+		}
+	}
+	res := n.exec("websocket", nil, "echo", "still served")
+	if res.err != nil || res.stdout != "still served\n" {
+		t.Fatalf("exec after the malformed upgrades: %q %v", res.stdout, res.err)
+	}
+	n.waitIdle(10 * time.Second)
+}

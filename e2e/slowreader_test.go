@@ -38,9 +38,9 @@ func (w *rateWriter) Write(p []byte) (int, error) {
 // spdyExecutor is client-go's SPDY executor with its connection pinging
 // every period (client-go's default is 5 s): the pings are what the
 // runtime, stalled by the slow reader, leaves unread.
-func (n *node) spdyExecutor(t *testing.T, rawURL string, period time.Duration) remotecommand.Executor {
+func spdyExecutor(t *testing.T, cfg *rest.Config, rawURL string, period time.Duration) remotecommand.Executor {
 	t.Helper()
-	tlsConfig, err := rest.TLSConfigFor(n.restConfig())
+	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,49 @@ func (n *node) spdyExecutor(t *testing.T, rawURL string, period time.Duration) r
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(rawURL)
-	exec, err := remotecommand.NewSPDYExecutorForTransports(rt, spdy.NewUpgraderForStreaming(rt), http.MethodPost, u)
+	// Wrapped as client-go wraps its own (bearer tokens, user agent).
+	wrapped, err := rest.HTTPWrappersForConfig(cfg, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := remotecommand.NewSPDYExecutorForTransports(wrapped, spdy.NewUpgraderForStreaming(rt), http.MethodPost, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return exec
+}
+
+// slowPing is how often slow-reader clients ping: KUBESTREAM_SLOW_PING, or
+// 50 ms.
+func slowPing(t *testing.T) time.Duration {
+	if v := os.Getenv("KUBESTREAM_SLOW_PING"); v != "" {
+		ping, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ping
+	}
+	return 50 * time.Millisecond
+}
+
+// slowExec runs a session whose command writes size bytes and exits 7,
+// reading its stdout at slowReaderRate, and checks every byte and the
+// status arrived.
+func slowExec(t *testing.T, exec remotecommand.Executor, size int) {
+	t.Helper()
+	out := &rateWriter{rate: slowReaderRate}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: out, Stderr: &syncBuffer{}})
+	if got := out.n.Load(); got != int64(size) {
+		t.Errorf("%d of %d bytes arrived (err %v)", got, size, err)
+	}
+	assertExit(t, err, 7)
+}
+
+// slowCommand writes size bytes, then exits 7.
+func slowCommand(size int) []string {
+	return []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero; exit 7", size)}
 }
 
 // slowReaderSize and slowReaderRate are the smallest case that lost
@@ -72,35 +110,24 @@ var (
 // runtime) and over v5 (translated), however often its connection pings.
 func TestSlowReaderNothingLost(t *testing.T) {
 	n := startNode(t)
-	ping := 50 * time.Millisecond
-	if v := os.Getenv("KUBESTREAM_SLOW_PING"); v != "" {
-		var err error
-		if ping, err = time.ParseDuration(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := fmt.Sprintf("head -c %d /dev/zero; exit 7", slowReaderSize)
+	ping := slowPing(t)
 	for _, protocol := range []string{"spdy", "websocket"} {
 		t.Run(protocol, func(t *testing.T) {
 			for i := 0; i < slowReaderRuns; i++ {
-				u := n.execURL("exec", "demo", "app", false, false, "sh", "-c", cmd)
+				u := n.execURL("exec", "demo", "app", false, false, slowCommand(slowReaderSize)...)
 				var exec remotecommand.Executor
 				if protocol == "spdy" {
-					exec = n.spdyExecutor(t, u, ping)
+					exec = spdyExecutor(t, n.restConfig(), u, ping)
 				} else {
 					var err error
 					if exec, err = remotecommand.NewWebSocketExecutor(n.restConfig(), http.MethodGet, u); err != nil {
 						t.Fatal(err)
 					}
 				}
-				out := &rateWriter{rate: slowReaderRate}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: out, Stderr: &syncBuffer{}})
-				cancel()
-				if got := out.n.Load(); got != int64(slowReaderSize) {
-					t.Errorf("run %d: %d of %d bytes arrived (err %v)", i, got, slowReaderSize, err)
+				slowExec(t, exec, slowReaderSize)
+				if t.Failed() {
+					t.Fatalf("run %d of %d lost output", i+1, slowReaderRuns)
 				}
-				assertExit(t, err, 7)
 			}
 		})
 	}

@@ -89,17 +89,6 @@ func acceptKey(key string) string {
 	return base64.StdEncoding.EncodeToString(h[:])
 }
 
-// directable reports whether the client's handshake is well-formed enough
-// to forward as is; a malformed one is left to the translator's upgrader,
-// which answers it with a precise 400.
-func directable(r *http.Request) bool {
-	if r.Method != http.MethodGet || r.Header.Get("Sec-WebSocket-Version") != "13" {
-		return false
-	}
-	k, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key"))
-	return err == nil && len(k) == 16
-}
-
 // errRefused is a runtime that does not speak the client's WebSocket
 // protocol: its single-use URL is spent and the caller translates instead.
 var errRefused = errors.New("container runtime does not speak the protocol")

@@ -64,6 +64,8 @@ func Example() {
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
 	req.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, req)
 	fmt.Println(rec.Code, rec.Body.String())

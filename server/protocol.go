@@ -1,9 +1,12 @@
 package server
 
 import (
+	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 
+	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
@@ -70,6 +73,13 @@ func classify(req *http.Request, subresource string, webSockets bool) decision {
 }
 
 func classifyWebSocket(req *http.Request, subresource string, webSockets bool) decision {
+	if msg := handshakeFault(req); msg != "" {
+		// Refused before the CRI call: a runtime URL is single-use and
+		// runtimes hold at most 1,000, so a malformed handshake must not
+		// spend one (1,000 such requests emptied a runtime's cache and
+		// every exec on the node got 503 for a minute).
+		return decision{route: RouteRejected, status: http.StatusBadRequest, message: "bad WebSocket handshake: " + msg}
+	}
 	offered := headerList(req.Header, "Sec-WebSocket-Protocol")
 	native, legacy := remotecommand.StreamProtocolV5Name, legacyWebSocketRC
 	nativeRoute := RouteTranslated
@@ -77,18 +87,18 @@ func classifyWebSocket(req *http.Request, subresource string, webSockets bool) d
 		native, legacy = portforward.WebsocketsSPDYTunnelingPortForwardV1, legacyWebSocketPF
 		nativeRoute = RouteTunneled
 	}
-	if webSockets && contains(offered, native) {
+	if webSockets && slices.Contains(offered, native) {
 		return decision{route: nativeRoute, protocol: native}
 	}
 	if len(offered) == 0 {
 		return decision{route: RouteProxiedWebSocket}
 	}
 	for _, p := range offered {
-		if contains(legacy, p) {
+		if slices.Contains(legacy, p) {
 			return decision{route: RouteProxiedWebSocket, protocol: p}
 		}
 	}
-	if !webSockets && contains(offered, native) {
+	if !webSockets && slices.Contains(offered, native) {
 		// A kubelet without ExtendWebSocketsToKubelet passes the request to
 		// the runtime, whose refusal (403) sends clients to their SPDY
 		// fallback. Behave exactly like it.
@@ -113,12 +123,31 @@ func classifySPDY(req *http.Request, subresource string) decision {
 			message: "missing " + httpstream.HeaderProtocolVersion + " header"}
 	}
 	for _, p := range offered {
-		if contains(supported, p) {
+		if slices.Contains(supported, p) {
 			return decision{route: RouteProxiedSPDY, protocol: p}
 		}
 	}
 	return decision{route: RouteRejected, status: http.StatusForbidden, accepted: supported,
 		message: "unsupported stream protocols " + strings.Join(offered, ", ")}
+}
+
+// handshakeFault checks a WebSocket upgrade as RFC 6455 §4.2.1 asks of a
+// server ("" when it is well-formed), so that every route, the direct offer
+// included, gets a handshake that gorilla (or the runtime) will accept.
+func handshakeFault(req *http.Request) string {
+	switch {
+	case req.Method != http.MethodGet:
+		return "method " + req.Method + ", want GET"
+	case !websocket.IsWebSocketUpgrade(req):
+		return "Connection must include Upgrade and Upgrade must be websocket"
+	case req.Header.Get("Sec-WebSocket-Version") != "13":
+		return "Sec-WebSocket-Version must be 13"
+	}
+	k, err := base64.StdEncoding.DecodeString(req.Header.Get("Sec-WebSocket-Key"))
+	if err != nil || len(k) != 16 {
+		return "Sec-WebSocket-Key must be 16 bytes in base64"
+	}
+	return ""
 }
 
 // headerList splits comma-separated and repeated header values.
@@ -132,13 +161,4 @@ func headerList(h http.Header, key string) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -7,7 +7,8 @@ import (
 
 func TestClassify(t *testing.T) {
 	ws := func(p string) http.Header {
-		h := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}
+		h := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"},
+			"Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
 		if p != "" {
 			h.Set("Sec-WebSocket-Protocol", p)
 		}
@@ -41,10 +42,19 @@ func TestClassify(t *testing.T) {
 		{"spdy without versions", Exec, spdy(), true, RouteRejected, 400},
 		{"spdy port-forward", PortForward, spdy("portforward.k8s.io"), true, RouteProxiedSPDY, 0},
 		{"not an upgrade", Exec, http.Header{}, true, RouteRejected, 400},
+		{"websocket without a key", Exec, without(ws("v5.channel.k8s.io"), "Sec-Websocket-Key"), true, RouteRejected, 400},
+		{"websocket with a short key", Exec, with(ws("v5.channel.k8s.io"), "Sec-Websocket-Key", "c2hvcnQ="), true, RouteRejected, 400},
+		{"websocket version 8", Exec, with(ws("v5.channel.k8s.io"), "Sec-Websocket-Version", "8"), true, RouteRejected, 400},
+		{"legacy websocket without a key", Exec, without(ws("v4.channel.k8s.io"), "Sec-Websocket-Key"), true, RouteRejected, 400},
+		{"tunnel without a version", PortForward, without(ws("SPDY/3.1+portforward.k8s.io"), "Sec-Websocket-Version"), true, RouteRejected, 400},
+		{"websocket gate off without a key", Exec, without(ws("v5.channel.k8s.io"), "Sec-Websocket-Key"), false, RouteRejected, 400},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodGet, "/x", nil)
+			if tc.hdr.Get("Upgrade") == "SPDY/3.1" {
+				req.Method = http.MethodPost
+			}
 			req.Header = tc.hdr
 			d := classify(req, tc.sub, tc.gate)
 			if d.route != tc.route || d.status != tc.status {
@@ -53,3 +63,6 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+func with(h http.Header, k, v string) http.Header { h.Set(k, v); return h }
+func without(h http.Header, k string) http.Header { h.Del(k); return h }

@@ -92,7 +92,7 @@ func (ss *session) running() func() {
 func (s *Server) decide(r *http.Request, sub string) decision {
 	d := classify(r, sub, s.webSocketsEnabled())
 	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) &&
-		directable(r) && s.direct.worthTrying(sub, d.protocol)
+		s.direct.worthTrying(sub, d.protocol)
 	return d
 }
 
