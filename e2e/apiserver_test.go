@@ -222,6 +222,33 @@ func TestAPIServer(t *testing.T) {
 			"metadata": map[string]any{"name": "operator-node-streaming"},
 			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-streaming"},
 			"subjects": []map[string]any{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "operator"}}})
+		// A monitoring agent's usual grant: get on nodes/proxy, no create.
+		monCert, monKey, err := ca.WriteClient(dir, "monitoring")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp.apply(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": map[string]any{"name": "node-proxy-get"},
+			"rules":    []map[string]any{{"apiGroups": []string{""}, "resources": []string{"nodes/proxy"}, "verbs": []string{"get"}}}})
+		cp.apply(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": map[string]any{"name": "monitoring-node-proxy-get"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-proxy-get"},
+			"subjects": []map[string]any{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "monitoring"}}})
+		for _, c := range []struct {
+			name, method, path string
+			hdr                http.Header
+		}{
+			{"exec over WebSocket", "GET", "/exec/default/demo/app?command=id&output=1", wsHeaders("v5.channel.k8s.io")},
+			{"exec over SPDY", "POST", "/exec/default/demo/app?command=id&output=1", spdyHeaders("v4.channel.k8s.io")},
+			{"attach over WebSocket", "GET", "/attach/default/echo/echo?output=1", wsHeaders("v5.channel.k8s.io")},
+			{"port-forward tunnel", "GET", "/portForward/default/demo", wsHeaders("SPDY/3.1+portforward.k8s.io")},
+			{"port-forward over SPDY", "POST", "/portForward/default/demo", spdyHeaders("portforward.k8s.io")},
+		} {
+			status, _, body := authz.rawUpgrade(c.method, c.path, c.hdr, monCert, monKey)
+			if status != http.StatusForbidden || !strings.Contains(body, "verb=create") {
+				t.Errorf("%s with get nodes/proxy only: %d %s, want 403 asking for create", c.name, status, body)
+			}
+		}
 		path := "/exec/default/demo/app?command=true&output=1"
 		if status, _, body := authz.rawUpgrade("GET", path, wsHeaders("v5.channel.k8s.io"), opCert, opKey); status != http.StatusSwitchingProtocols {
 			t.Errorf("operator (granted nodes/proxy): %d %s, want 101", status, body)

@@ -3,11 +3,16 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -127,6 +132,40 @@ func TestKubelet(t *testing.T) {
 			t.Fatalf("kubestream in the kubelet tunneled %v port-forwards, want 1", got)
 		}
 	})
+
+	// The kubelet's own filter asks get of nodes/proxy for a WebSocket
+	// upgrade; kubestream inside it asks the kubelet's authorizer again,
+	// for create. A user granted get only (a monitoring agent's usual
+	// grant) cannot exec, attach or port-forward on the kubelet directly,
+	// over WebSocket or SPDY; a user granted create can; kubectl through
+	// the apiserver (whose kubelet client may create) works throughout.
+	t.Run("authorization", func(t *testing.T) {
+		addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+		mon := grantNodeProxy(t, cp, certs, "monitoring", "get")
+		op := grantNodeProxy(t, cp, certs, "operator", "get", "create")
+		for _, c := range []struct {
+			name, method, path string
+			hdr                http.Header
+		}{
+			{"exec over WebSocket", "GET", "/exec/default/shell/app?command=id&output=1", wsHeaders("v5.channel.k8s.io")},
+			{"exec over SPDY", "POST", "/exec/default/shell/app?command=id&output=1", spdyHeaders("v4.channel.k8s.io")},
+			{"attach over WebSocket", "GET", "/attach/default/shell/echo?output=1", wsHeaders("v5.channel.k8s.io")},
+			{"port-forward tunnel", "GET", "/portForward/default/shell", wsHeaders("SPDY/3.1+portforward.k8s.io")},
+			{"port-forward over SPDY", "POST", "/portForward/default/shell", spdyHeaders("portforward.k8s.io")},
+		} {
+			// RBAC changes reach the kubelet's 1 s authorization cache.
+			waitFor(t, 10*time.Second, func() bool {
+				status, _, _ := rawUpgradeAt(t, addr, certs.CA, op, c.method, c.path, c.hdr)
+				return status == http.StatusSwitchingProtocols
+			})
+			if status, _, body := rawUpgradeAt(t, addr, certs.CA, mon, c.method, c.path, c.hdr); status != http.StatusForbidden || !strings.Contains(body, "verb=create") {
+				t.Errorf("%s with get nodes/proxy only: %d %q, want 403 asking for create", c.name, status, body)
+			}
+		}
+		if r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "echo", "through the apiserver"); r.code != 0 || r.stdout != "through the apiserver\n" {
+			t.Errorf("kubectl exec: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
 }
 
 // startKubelet runs the patched kubelet against the control plane and the
@@ -148,7 +187,9 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 		"tlsCertFile": node.ServerCert, "tlsPrivateKeyFile": node.ServerKey,
 		"authentication": map[string]any{"x509": map[string]string{"clientCAFile": node.CA},
 			"webhook": map[string]bool{"enabled": false}, "anonymous": map[string]bool{"enabled": false}},
-		"authorization":            map[string]string{"mode": "AlwaysAllow"},
+		// The cluster decides, by SubjectAccessReview (RBAC on nodes/proxy).
+		"authorization": map[string]any{"mode": "Webhook",
+			"webhook": map[string]string{"cacheAuthorizedTTL": "1s", "cacheUnauthorizedTTL": "1s"}},
 		"containerRuntimeEndpoint": endpoint,
 		"podLogsDir":               filepath.Join(dir, "logs"),
 		// No systemd, cgroup v1 on this machine, a small shared disk: a
@@ -180,7 +221,8 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	return port
 }
 
-// hostIP is the machine's first non-loopback IPv4 address.
+// hostIP is the first non-loopback IPv4 address: the node's, on the dummy
+// interface of the network namespace hack/kubelet-e2e.sh runs this in.
 func hostIP(t *testing.T) net.IP {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -214,4 +256,61 @@ func unmountUnder(t *testing.T, dir string) {
 			t.Errorf("unmounting %s: %v", p, err)
 		}
 	}
+}
+
+// clientCert is a user's certificate and key from the cluster's CA.
+type clientCert struct{ cert, key string }
+
+// grantNodeProxy makes a user with a certificate from the node set's CA and
+// binds it to verbs on nodes/proxy.
+func grantNodeProxy(t *testing.T, cp *controlPlane, certs *pki.Files, name string, verbs ...string) clientCert {
+	t.Helper()
+	ca, err := pki.LoadCA(certs.CA, certs.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := ca.WriteClient(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.apply(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+		"metadata": map[string]any{"name": name + "-node-proxy"},
+		"rules":    []map[string]any{{"apiGroups": []string{""}, "resources": []string{"nodes/proxy"}, "verbs": verbs}}})
+	cp.apply(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+		"metadata": map[string]any{"name": name + "-node-proxy"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name + "-node-proxy"},
+		"subjects": []map[string]any{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}}})
+	return clientCert{cert, key}
+}
+
+// rawUpgradeAt sends one upgrade request to addr as user and returns the
+// answer's status, headers and body (the connection is dropped after).
+func rawUpgradeAt(t *testing.T, addr, caFile string, user clientCert, method, path string, hdr http.Header) (int, http.Header, string) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(caFile)
+	pool.AppendCertsFromPEM(ca)
+	pair, err := tls.LoadX509KeyPair(user.cert, user.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	req, _ := http.NewRequest(method, "https://"+addr+path, nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, resp.Header, string(body)
 }

@@ -119,7 +119,7 @@ up() {
 	local bins
 	bins=$(bins_for "$version")
 	mkdir -p "$DIR"/{root,state,runc,cni/bin,cni/conf,images}
-	PORT=$(cd "$ROOT" && go run ./hack/tools/freeport)
+	PORT=$(if [ -n "${KUBESTREAM_FREEPORT:-}" ]; then "$KUBESTREAM_FREEPORT"; else cd "$ROOT" && go run ./hack/tools/freeport; fi)
 	GOARCH=$(go env GOARCH)
 
 	(cd "$ROOT" && go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # kubectl → kube-apiserver → the kubelet v1.37.2 with kubestream linked in →
 # containerd 2.4 (e2e/kubelet_test.go). Builds what it needs (hack/kube.sh,
-# hack/containerd.sh), starts a private containerd for the kubelet alone,
-# and tears it down afterwards.
+# hack/containerd.sh), then runs the kubelet, its private containerd, the
+# control plane and the test's clients inside a network namespace made for
+# the run: lo and a dummy interface holding the node's address (a kubelet
+# refuses a loopback node IP). No traffic leaves that namespace, and what
+# the kubelet does to routes and iptables stays in it. Torn down afterwards.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export GOFLAGS=-buildvcs=false
+NODE_IP=${KUBESTREAM_NODE_IP:-10.250.0.2}
 
 hack/kube.sh install
 hack/kube.sh kubelet
@@ -14,13 +18,31 @@ hack/containerd.sh install
 KUBESTREAM_KUBE_BIN=$(hack/kube.sh bin)
 export KUBESTREAM_KUBE_BIN
 dir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
-trap 'hack/containerd.sh down "$dir"' EXIT
-hack/containerd.sh up 2.4 "$dir" 2> >(grep -v DEPRECATION >&2)
+ns=kubestream-e2e-$$
+cleanup() {
+	hack/containerd.sh down "$dir" || true
+	ip netns del "$ns" 2>/dev/null || true
+}
+trap cleanup EXIT
+# Everything the namespace runs is built out here, where the module proxy
+# is reachable.
+go build -o "$dir/bin/freeport" ./hack/tools/freeport
+go test -c -tags kubelet -o "$dir/bin/e2e.test" ./e2e/
+ip netns add "$ns"
+ip -n "$ns" link set lo up
+ip -n "$ns" link add node0 type dummy
+ip -n "$ns" addr add "$NODE_IP/24" dev node0
+ip -n "$ns" link set node0 up
+# The image tool and freeport run inside too; no network is needed for them
+# (the module cache holds what they build from).
+ip netns exec "$ns" env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
+	hack/containerd.sh up 2.4 "$dir" 2> >(grep -v DEPRECATION >&2)
 # The kubelet owns that containerd; the rest of the e2e fixture keeps the
 # reference runtime, so no pod the kubelet does not know of is there.
 (
 	source "$dir/env"
 	export KUBESTREAM_KUBELET_RUNTIME=$KUBESTREAM_CONTAINERD_ENDPOINT
 	unset KUBESTREAM_CONTAINERD_ENDPOINT
-	go test -tags kubelet -run '^TestKubelet$' -count=1 -timeout 15m ./e2e/
+	cd e2e
+	ip netns exec "$ns" "$dir/bin/e2e.test" -test.run '^TestKubelet$' -test.count=1 -test.timeout 15m
 ) || { tail -30 "$dir/containerd.log" >&2; exit 1; }

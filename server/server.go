@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/component-base/featuregate"
@@ -63,8 +64,21 @@ type Config struct {
 	// Authenticator and Authorizer guard every endpoint but /healthz. A nil
 	// Authenticator lets everyone in as anonymous (development only).
 	Authenticator authenticator.Request
-	Authorizer    authorizer.Authorizer
+	Authorizer    authorizer.UnconditionalAuthorizer
 	NodeName      string
+	// RequestAttributes, when set, gives the attributes to authorize a
+	// request with (a kubelet's own: its node name, its subresource
+	// mapping); any one allowed lets the request in, as in the kubelet.
+	// Streaming requests still need create (StreamingVerbByMethod).
+	RequestAttributes func(ctx context.Context, u user.Info, r *http.Request) []authorizer.Attributes
+	// StreamingVerbByMethod authorizes /exec, /attach and /portForward with
+	// the verb of the HTTP method, as the kubelet does (get for a
+	// WebSocket upgrade). By default they need create whatever the method:
+	// a WebSocket upgrade is a GET, and "get nodes/proxy" (granted widely,
+	// to monitoring agents among others) must not be a way to run commands
+	// in every container on the node (kubernetes#136550; the apiserver
+	// asks create of pods/exec for WebSockets for the same reason).
+	StreamingVerbByMethod bool
 
 	Metrics *Metrics
 }
@@ -175,11 +189,12 @@ func (s *Server) webSocketsEnabled() bool {
 
 // guard authenticates and authorizes as the kubelet does: resource nodes,
 // subresource proxy (streaming) or metrics, verb get for GET and create for
-// POST.
+// POST; streaming requests need create whatever their method unless
+// Config.StreamingVerbByMethod.
 func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context())
-		var attrs authorizer.AttributesRecord
+		u := user.Info(anonymous)
 		if s.cfg.Authenticator != nil {
 			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(r)
 			if err != nil || !ok {
@@ -187,38 +202,59 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 				http.Error(w, "Unauthorized", http.StatusUnauthorized)
 				return
 			}
-			attrs.User = resp.User
-		} else {
-			attrs.User = anonymous
+			u = resp.User
 		}
-		attrs.Verb = verbFor(r.Method)
-		attrs.APIVersion = "v1"
-		attrs.Resource = "nodes"
-		attrs.Subresource = subresource
-		attrs.Name = s.cfg.NodeName
-		attrs.ResourceRequest = true
-		attrs.Path = r.URL.Path
-		decision, reason, err := s.cfg.Authorizer.Authorize(r.Context(), attrs)
-		if err != nil && decision != authorizer.DecisionAllow {
-			// The authorizer could not decide (its webhook is down): a
-			// server error, as the kubelet answers, not a denial.
-			logger.Error(err, "Authorization error", "user", attrs.User.GetName(), "verb", attrs.Verb, "subresource", subresource)
-			http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
-				attrs.User.GetName(), attrs.Verb, subresource), http.StatusInternalServerError)
-			return
+		verb := verbFor(r.Method)
+		if subresource == "proxy" && !s.cfg.StreamingVerbByMethod {
+			verb = "create"
 		}
-		if decision != authorizer.DecisionAllow {
-			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", attrs.User.GetName(), attrs.Verb, subresource)
-			if reason != "" {
-				msg += ": " + reason
+		attrs := []authorizer.Attributes{authorizer.AttributesRecord{User: u, Verb: verb, APIVersion: "v1",
+			Resource: "nodes", Subresource: subresource, Name: s.cfg.NodeName, ResourceRequest: true, Path: r.URL.Path}}
+		if s.cfg.RequestAttributes != nil {
+			attrs = attrs[:0]
+			for _, a := range s.cfg.RequestAttributes(r.Context(), u, r) {
+				attrs = append(attrs, withVerb{a, verb})
 			}
-			logger.V(2).Info("Forbidden streaming request", "user", attrs.User.GetName(), "verb", attrs.Verb, "subresource", subresource, "err", err)
-			http.Error(w, msg, http.StatusForbidden)
+		}
+		if len(attrs) == 0 {
+			http.Error(w, "Authorization error: could not determine attributes for request", http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(klog.NewContext(r.Context(), logger.WithValues("user", attrs.User.GetName()))))
+		var reason string
+		for _, a := range attrs {
+			decision, why, err := s.cfg.Authorizer.Authorize(r.Context(), a)
+			if err != nil && decision != authorizer.DecisionAllow {
+				// The authorizer could not decide (its webhook is down): a
+				// server error, as the kubelet answers, not a denial.
+				logger.Error(err, "Authorization error", "user", u.GetName(), "verb", verb, "subresource", a.GetSubresource())
+				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
+					u.GetName(), verb, a.GetSubresource()), http.StatusInternalServerError)
+				return
+			}
+			if decision == authorizer.DecisionAllow {
+				next.ServeHTTP(w, r.WithContext(klog.NewContext(r.Context(), logger.WithValues("user", u.GetName()))))
+				return
+			}
+			if reason == "" {
+				reason = why
+			}
+		}
+		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", u.GetName(), verb, attrs[0].GetSubresource())
+		if reason != "" {
+			msg += ": " + reason
+		}
+		logger.V(2).Info("Forbidden streaming request", "user", u.GetName(), "verb", verb, "subresource", attrs[0].GetSubresource())
+		http.Error(w, msg, http.StatusForbidden)
 	})
 }
+
+// withVerb is an embedder's attributes with the verb kubestream requires.
+type withVerb struct {
+	authorizer.Attributes
+	verb string
+}
+
+func (a withVerb) GetVerb() string { return a.verb }
 
 func verbFor(method string) string {
 	switch method {

@@ -151,7 +151,7 @@ func TestAuthorizerAnswers(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"deny", decidingAuthorizer(authorizer.DecisionDeny, nil), http.StatusForbidden, "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy): because"},
+		{"deny", decidingAuthorizer(authorizer.DecisionDeny, nil), http.StatusForbidden, "Forbidden (user=system:anonymous, verb=create, resource=nodes, subresource=proxy): because"},
 		{"error", decidingAuthorizer(authorizer.DecisionNoOpinion, errors.New("webhook unreachable")), http.StatusInternalServerError, "Authorization error (user=system:anonymous"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,5 +165,38 @@ func TestAuthorizerAnswers(t *testing.T) {
 				t.Fatalf("%d %q; want %d containing %q", rec.Code, rec.Body.String(), tc.status, tc.body)
 			}
 		})
+	}
+}
+
+// TestStreamingVerb: exec, attach and port-forward ask the authorizer for
+// create whatever the method (a WebSocket upgrade is a GET), unless the
+// operator restores the kubelet's verb by method; metrics stay get.
+func TestStreamingVerb(t *testing.T) {
+	for _, tc := range []struct {
+		byMethod     bool
+		method, path string
+		want         string
+	}{
+		{false, http.MethodGet, "/exec/ns/pod/ctr?command=ls&output=1", "create"},
+		{false, http.MethodGet, "/attach/ns/pod/ctr?output=1", "create"},
+		{false, http.MethodGet, "/portForward/ns/pod", "create"},
+		{false, http.MethodPost, "/exec/ns/pod/ctr?command=ls&output=1", "create"},
+		{false, http.MethodGet, "/metrics", "get"},
+		{true, http.MethodGet, "/exec/ns/pod/ctr?command=ls&output=1", "get"},
+		{true, http.MethodPost, "/portForward/ns/pod", "create"},
+	} {
+		var got string
+		authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+			got = a.GetVerb()
+			return authorizer.DecisionDeny, "", nil
+		})
+		s, err := New(Config{Lookup: fakeLookup{}, Runtime: &fakeRuntime{base: "http://127.0.0.1:1"}, Authorizer: authz, StreamingVerbByMethod: tc.byMethod})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tc.method, tc.path, nil))
+		if got != tc.want {
+			t.Errorf("%s %s (by method %v): verb %q, want %q", tc.method, tc.path, tc.byMethod, got, tc.want)
+		}
 	}
 }

@@ -50,6 +50,7 @@ type ServeOptions struct {
 	AuthorizationMode              string
 	WebhookCacheAuthorizedTTL      time.Duration
 	WebhookCacheUnauthorizedTTL    time.Duration
+	StreamingVerbByMethod          bool
 	Features                       featuregate.MutableFeatureGate
 }
 
@@ -93,6 +94,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig for the kube-apiserver (needed by --authorization-mode=Webhook).")
 	fs.StringVar(&o.AuthorizationMode, "authorization-mode", o.AuthorizationMode, "AlwaysAllow (a client certificate from --client-ca-file is the grant) or Webhook (a SubjectAccessReview per request, RBAC on nodes/proxy decides), as the kubelet's flag.")
 	fs.DurationVar(&o.WebhookCacheAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", o.WebhookCacheAuthorizedTTL, "How long Webhook allow answers are cached.")
+	fs.BoolVar(&o.StreamingVerbByMethod, "streaming-authorization-verb-by-method", o.StreamingVerbByMethod, "Authorize exec, attach and port-forward with the HTTP method's verb (get for WebSocket upgrades), as the kubelet does. By default they need create on nodes/proxy whatever the method, so get nodes/proxy alone cannot run commands in containers.")
 	fs.DurationVar(&o.WebhookCacheUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", o.WebhookCacheUnauthorizedTTL, "How long Webhook deny answers are cached.")
 	fs.StringVar(&o.RuntimeWebSocketStreaming, "runtime-websocket-streaming", o.RuntimeWebSocketStreaming, "auto: offer clients' v5 and port-forward tunnel WebSockets to the container runtime unchanged first, translating when it refuses (the refusal is remembered for --runtime-websocket-recheck-period); never: always translate.")
 	fs.DurationVar(&o.RuntimeWebSocketRecheckPeriod, "runtime-websocket-recheck-period", o.RuntimeWebSocketRecheckPeriod, "How long a runtime's refusal of a WebSocket protocol is remembered before it is offered again.")
@@ -172,6 +174,8 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		Translator: tc,
 		Features:   o.Features,
 		NodeName:   o.NodeName,
+
+		StreamingVerbByMethod: o.StreamingVerbByMethod,
 	}
 	var tlsConfig *tls.Config
 	scheme := "https"

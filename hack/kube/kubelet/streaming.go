@@ -26,14 +26,23 @@ func (h streamingHandler) MetricsHandler() http.Handler { return h.Metrics().Han
 
 // newStreamingHandler builds kubestream on the kubelet's own pieces: its
 // pod manager and CRI calls through HostInterface, its feature gate (so
-// ExtendWebSocketsToKubelet means the same for both). Authentication and
-// authorization stay the kubelet's filter, which has run before any request
-// reaches kubestream, so kubestream's own guard is left open.
-func newStreamingHandler(ctx context.Context, host kubeletserver.HostInterface) (http.Handler, error) {
-	srv, err := server.New(server.Config{
+// ExtendWebSocketsToKubelet means the same for both), and its
+// authentication and authorization. The kubelet's filter has run before any
+// request reaches kubestream, but it asks get of nodes/proxy for a
+// WebSocket upgrade (a GET); kubestream asks the kubelet's authorizer again
+// with the kubelet's own attributes and verb create, so get nodes/proxy
+// alone cannot exec. --streaming-authorization-verb-by-method has no
+// kubelet equivalent; the create check is always on here.
+func newStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface) (http.Handler, error) {
+	cfg := server.Config{
 		URLs:     hostURLs{host},
 		Features: utilfeature.DefaultFeatureGate,
-	})
+	}
+	if auth != nil {
+		cfg.Authenticator, cfg.Authorizer = auth, auth
+		cfg.RequestAttributes = auth.GetRequestAttributes
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubestream: %w", err)
 	}
