@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/spdystream/spdy"
@@ -48,9 +49,9 @@ import (
 // re-encode every stream for no gain.
 //
 // RelaySPDY returns when both connections are closed and both copiers have
-// ended. The runtime's end is followed by a half-close towards the client
-// and cfg.CloseGrace for the client to close first, so the node never
-// resets data the client has yet to read.
+// ended. After the runtime's end the client closes first (or goes silent
+// for cfg.PingPeriod + cfg.PongTimeout), so the node never resets data the
+// client has yet to read.
 func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) RelayResult {
 	r := &spdyRelay{
 		client:     client,
@@ -77,11 +78,16 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 
 	downErr := r.down()
 	r.tellLost(ctx, downErr)
-	_ = upgrade.CloseWrite(client)
 	_ = rt.Close()
-	// The client closes on our half-close; until then (or the grace) the
-	// up copier keeps reading, so nothing it sends is left unread.
-	_ = client.SetReadDeadline(time.Now().Add(cfg.CloseGrace))
+	// The client closes once it has read everything (client-go does, after
+	// the status); until then the up copier keeps reading it and
+	// answering its pings. No half-close from here: a byte-copying proxy
+	// on the way (the apiserver's) takes it as the end and closes the
+	// client's connection at once, and the client's next ping then resets
+	// what it had yet to read. A client that stops sending anything for a
+	// ping period and a pong timeout is gone.
+	r.runtimeEnded.Store(true)
+	r.extendClientDeadline()
 	<-upDone
 	_ = client.Close()
 	r.res.Err = downErr
@@ -125,6 +131,9 @@ type spdyRelay struct {
 	headersBuf bytes.Buffer
 	untracked  bool
 
+	// runtimeEnded: from then on the client has a liveness deadline.
+	runtimeEnded atomic.Bool
+
 	// The down copier's: the grace for the frame in flight is armed once
 	// the node stops; framingLost once half a frame went to the client.
 	graceArmed, framingLost bool
@@ -148,6 +157,9 @@ func (r *spdyRelay) up() {
 			h := buf[:spdyHeaderLen]
 			if _, err := io.ReadFull(br, h); err != nil {
 				return err
+			}
+			if r.runtimeEnded.Load() {
+				r.extendClientDeadline()
 			}
 			n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
 			if h[0]&spdyControlBit == 0 {
@@ -205,6 +217,12 @@ func (r *spdyRelay) up() {
 	// session; if it does not within the grace, the down copier is cut.
 	_ = upgrade.CloseWrite(r.rt)
 	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace))
+}
+
+// extendClientDeadline gives a client whose runtime side has ended a ping
+// period and a pong timeout to show it is alive (any frame) or close.
+func (r *spdyRelay) extendClientDeadline() {
+	_ = r.client.SetReadDeadline(time.Now().Add(r.cfg.PingPeriod + r.cfg.PongTimeout))
 }
 
 // headerFrame passes on a frame with a header block, reading its headers

@@ -96,6 +96,14 @@ func TestRelayTellsTheClientWhenCut(t *testing.T) {
 				t.Fatal("the error stream ended empty: the client would report success")
 			}
 			t.Logf("client told: %s", msg)
+			// The relay waits for the client to close (client-go does
+			// once the session is over), not a moment less.
+			select {
+			case res := <-results:
+				t.Fatalf("the relay ended before the client closed: %+v", res)
+			case <-time.After(200 * time.Millisecond):
+			}
+			cl.Close()
 			res := <-results
 			if res.Lost != 1 || res.Err == nil {
 				t.Errorf("result %+v: want one error stream told and the runtime's error", res)
@@ -103,7 +111,6 @@ func TestRelayTellsTheClientWhenCut(t *testing.T) {
 			if res.PingsAnswered == 0 {
 				t.Errorf("no client ping was answered by the relay")
 			}
-			cl.Close()
 		})
 	}
 }
