@@ -5,6 +5,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -100,6 +101,27 @@ func (c *Client) PortForward(ctx context.Context, req *runtimeapi.PortForwardReq
 		return nil, fmt.Errorf("CRI PortForward to sandbox %s: %w", req.PodSandboxId, wrap(err))
 	}
 	return parseStreamURL(resp.Url)
+}
+
+// Ready reports whether the runtime answers CRI Status and says it is
+// ready (the RuntimeReady condition), as the kubelet's runtime health
+// check does; the network condition is not the streaming server's concern.
+func (c *Client) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, min(c.timeout, 5*time.Second))
+	defer cancel()
+	resp, err := c.rs.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return fmt.Errorf("CRI Status: %w", wrap(err))
+	}
+	for _, cond := range resp.GetStatus().GetConditions() {
+		if cond.Type == runtimeapi.RuntimeReady {
+			if !cond.Status {
+				return fmt.Errorf("container runtime not ready: %s %s", cond.Reason, cond.Message)
+			}
+			return nil
+		}
+	}
+	return errors.New("container runtime reports no RuntimeReady condition")
 }
 
 func parseStreamURL(raw string) (*url.URL, error) {

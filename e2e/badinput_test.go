@@ -44,6 +44,11 @@ func TestAuthAndBadInput(t *testing.T) {
 		{"exec without command", "GET", "/exec/default/demo/app?output=1", ws, good, goodKey, 400, "command"},
 		{"malformed port", "GET", "/portForward/default/demo?port=http", wsHeaders("v4.channel.k8s.io"), good, goodKey, 400, "invalid port"},
 		{"port out of range", "POST", "/portForward/default/demo?port=70000", spdyHeaders("portforward.k8s.io"), good, goodKey, 400, "invalid port"},
+		{"pod name not UTF-8", "GET", "/exec/default/%ff/app?command=ls&output=1", ws, good, goodKey, 400, "invalid pod name"},
+		{"namespace not a name", "GET", "/exec/Not_A_Namespace/demo/app?command=ls&output=1", ws, good, goodKey, 400, "invalid namespace"},
+		{"container name not UTF-8", "GET", "/attach/default/demo/%ff%fe?output=1", ws, good, goodKey, 400, "invalid container name"},
+		{"port-forward pod not UTF-8", "GET", "/portForward/default/%ff", wsHeaders("SPDY/3.1+portforward.k8s.io"), good, goodKey, 400, "invalid pod name"},
+		{"uid not UTF-8", "GET", "/exec/default/demo/%ff/app?command=ls&output=1", ws, good, goodKey, 400, "invalid pod UID"},
 		{"unsupported protocol", "GET", "/exec/default/demo/app?command=ls&output=1", wsHeaders("v7.channel.k8s.io"), good, goodKey, 403, "accepted"},
 	}
 	for _, tc := range cases {
@@ -180,7 +185,19 @@ func TestMalformedFrames(t *testing.T) {
 // the reason, not a hang.
 func TestRuntimeUnavailable(t *testing.T) {
 	n := startNode(t)
+	if status, _, body := n.rawUpgrade("GET", "/healthz", http.Header{}, "", ""); status != 200 || body != "ok" {
+		t.Fatalf("/healthz with the runtime up: %d %q", status, body)
+	}
 	n.killRuntime(t)
+	// /healthz says the node cannot serve sessions, and why; /livez
+	// still says the process serves (a liveness probe must not restart
+	// it for the runtime's sake).
+	if status, _, body := n.rawUpgrade("GET", "/healthz?verbose", http.Header{}, "", ""); status != http.StatusInternalServerError || !strings.Contains(body, "[-]runtime failed") {
+		t.Errorf("/healthz with the runtime gone: %d %q; want 500 naming the runtime check", status, body)
+	}
+	if status, _, body := n.rawUpgrade("GET", "/livez", http.Header{}, "", ""); status != 200 || body != "ok" {
+		t.Errorf("/livez with the runtime gone: %d %q; want 200 ok", status, body)
+	}
 	start := time.Now()
 	status, _, body := n.rawUpgrade("GET", "/exec/default/demo/app?command=true&output=1", wsHeaders("v5.channel.k8s.io"),
 		n.certs.ClientCert, n.certs.ClientKey)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
@@ -81,6 +82,8 @@ type Config struct {
 	StreamingVerbByMethod bool
 
 	Metrics *Metrics
+	// RuntimeReady, when set, is /healthz's runtime check.
+	RuntimeReady func(context.Context) error
 }
 
 // Server serves the streaming endpoints.
@@ -151,10 +154,16 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.servePortForward)))
 	}
 	mux.Handle("/metrics", s.guard("metrics", cfg.Metrics.Handler()))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok"))
-	})
+	// /healthz (and /healthz/runtime) says whether sessions can be served:
+	// the runtime answers and is ready. /livez (and /healthz/ping) only
+	// says the process serves, for liveness probes that must not restart
+	// the node's streaming server because the runtime is down.
+	checks := []healthz.HealthChecker{healthz.PingHealthz}
+	if cfg.RuntimeReady != nil {
+		checks = append(checks, healthz.NamedCheck("runtime", func(r *http.Request) error { return cfg.RuntimeReady(r.Context()) }))
+	}
+	healthz.InstallHandler(mux, checks...)
+	healthz.InstallLivezHandler(mux, healthz.PingHealthz)
 	s.handler = mux
 	return s, nil
 }

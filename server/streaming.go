@@ -11,10 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/apimachinery/pkg/util/validation"
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
@@ -26,6 +29,30 @@ import (
 
 func podRef(r *http.Request) cri.PodRef {
 	return cri.PodRef{Namespace: r.PathValue("namespace"), Name: r.PathValue("pod"), UID: r.PathValue("uid")}
+}
+
+// checkNames refuses path names no Kubernetes object can have, with a 400
+// that says which, before they reach CRI (whose gRPC cannot even marshal a
+// name that is not UTF-8).
+func checkNames(pod cri.PodRef, container string, withContainer bool) error {
+	bad := func(what, v string, errs []string) error {
+		return fmt.Errorf("invalid %s %q: %s", what, v, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(pod.Namespace); len(errs) > 0 {
+		return bad("namespace", pod.Namespace, errs)
+	}
+	if errs := validation.IsDNS1123Subdomain(pod.Name); len(errs) > 0 {
+		return bad("pod name", pod.Name, errs)
+	}
+	if withContainer {
+		if errs := validation.IsDNS1123Label(container); len(errs) > 0 {
+			return bad("container name", container, errs)
+		}
+	}
+	if pod.UID != "" && (!utf8.ValidString(pod.UID) || len(pod.UID) > 128 || strings.ContainsFunc(pod.UID, unicode.IsControl)) {
+		return bad("pod UID", pod.UID, []string{"must be at most 128 printable UTF-8 characters"})
+	}
+	return nil
 }
 
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) { s.serveRemoteCommand(w, r, Exec) }
@@ -133,6 +160,10 @@ func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub 
 		return
 	}
 	pod, container := podRef(r), r.PathValue("container")
+	if err := checkNames(pod, container, true); err != nil {
+		ss.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	streams := cri.Streams{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, TTY: opts.TTY}
 	// Each call asks the runtime for a new single-use URL.
 	newURL := func(ctx context.Context) (*url.URL, error) {
@@ -209,6 +240,10 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pod := podRef(r)
+	if err := checkNames(pod, "", false); err != nil {
+		ss.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	newURL := func(ctx context.Context) (*url.URL, error) {
 		return s.cfg.URLs.PortForwardURL(ctx, pod, ports)
 	}

@@ -176,6 +176,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		NodeName:   o.NodeName,
 
 		StreamingVerbByMethod: o.StreamingVerbByMethod,
+		RuntimeReady:          client.Ready,
 	}
 	var tlsConfig *tls.Config
 	scheme := "https"
