@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-apiserver test-kubelet bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-apiserver test-kubelet fuzz bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -18,6 +18,20 @@ build:
 ## test: vet, format check, and the conformance suite under the race detector (client-go's real clients against kubestream serve).
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## test-short: the unit tests alone, in seconds (no e2e, no race detector): the loop while editing.
+test-short:
+	$(GO) test -count=1 ./translator/ ./server/ ./cri/ ./internal/...
+
+## fuzz: every fuzz target (the parsers of untrusted bytes) for FUZZTIME each; crashers land in testdata/fuzz.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
+	translator:FuzzFrameFollowers translator:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $${t#*:} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/; \
+	done
 
 ## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
 test-containerd:

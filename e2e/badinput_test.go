@@ -255,3 +255,21 @@ func TestMalformedHandshakeSpendsNoRuntimeURL(t *testing.T) {
 	}
 	n.waitIdle(10 * time.Second)
 }
+
+// TestResizeSplitAcrossMessages: channel 4 is one JSON stream, as upstream
+// reads it; a resize object split across two messages resizes the
+// terminal instead of ending the session with a 400.
+func TestResizeSplitAcrossMessages(t *testing.T) {
+	n := startNode(t)
+	c := n.v5Conn(t, "command=sh&command=-c&command=read+x%3B+stty+size&input=1&output=1&tty=1")
+	for _, m := range [][]byte{[]byte("\x04{\"Width\":1"), []byte("\x0423,\"Height\":45}"), []byte("\x00go\n")} {
+		if err := c.WriteMessage(websocket.BinaryMessage, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _, out := readUntilClose(t, c)
+	if st == nil || st.Status != metav1.StatusSuccess || !strings.Contains(out, "45 123") {
+		t.Fatalf("status %+v, output %q; want success and stty size 45 123", st, out)
+	}
+	n.waitIdle(10 * time.Second)
+}

@@ -85,7 +85,7 @@ func clientFrame(payload []byte) []byte {
 	return append(f, payload...)
 }
 
-func benchSession(b *testing.B, wsConn net.Conn, rtConn net.Conn) *rcSession {
+func benchSession(b testing.TB, wsConn net.Conn, rtConn net.Conn) *rcSession {
 	cfg := DefaultConfig()
 	cfg.BufferSize = benchPayload
 	s := &rcSession{cfg: &cfg, wc: newWSConn(serverWS(b, wsConn), &cfg), rt: newSPDYConn(rtConn),

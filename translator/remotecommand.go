@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,6 +70,7 @@ type rcSession struct {
 	open map[uint32]bool
 
 	bytes     [5]atomic.Uint64
+	resizes   resizeStream // channel 4 (read loop only)
 	stdinOpen bool
 	writing   bool   // the client still takes output (pump goroutine only)
 	status    []byte // what the runtime wrote on the error stream
@@ -443,13 +443,6 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 	}
 }
 
-// TerminalSize is the v5 resize message (capitalised field names, as
-// client-go marshals them).
-type TerminalSize struct {
-	Width  uint16
-	Height uint16
-}
-
 func (s *rcSession) resize(r io.Reader, buf []byte) error {
 	payload := buf[spdyHeaderLen:]
 	n, err := io.ReadFull(r, payload)
@@ -460,17 +453,9 @@ func (s *rcSession) resize(r io.Reader, buf []byte) error {
 		return err
 	}
 	s.bytes[ChanResize].Add(uint64(n))
-	// Decode everything first: a bad message must not half-apply.
-	dec := json.NewDecoder(bytes.NewReader(payload[:n]))
-	var sizes []TerminalSize
-	for {
-		var size TerminalSize
-		if err := dec.Decode(&size); err == io.EOF {
-			break
-		} else if err != nil {
-			return protoErrf("invalid resize message %q: %v", truncate(payload[:n], 64), err)
-		}
-		sizes = append(sizes, size)
+	sizes, err := s.resizes.feed(payload[:n])
+	if err != nil {
+		return err
 	}
 	for _, size := range sizes {
 		out, _ := json.Marshal(size)

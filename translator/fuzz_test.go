@@ -1,0 +1,155 @@
+package translator
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/gorilla/websocket"
+	"github.com/moby/spdystream/spdy"
+)
+
+// Fuzz targets for every parser of untrusted bytes in this package; `make
+// fuzz` runs each. Seeds are real frames: what client-go, gorilla and
+// spdystream put on the wire.
+
+// clientSeeds are v5 client messages as client-go sends them, plus the
+// framing errors the hardening tests pin.
+func clientSeeds() [][]byte {
+	cat := func(fs ...[]byte) []byte { return bytes.Join(fs, nil) }
+	return [][]byte{
+		maskedFrame(true, 2, []byte{ChanStdin, 'h', 'i'}),
+		cat(maskedFrame(true, 2, []byte{ChanStdin, 'x'}), maskedFrame(true, 2, []byte{chanClose, ChanStdin})),
+		maskedFrame(true, 2, []byte("\x04{\"Width\":80,\"Height\":24}")),
+		cat(maskedFrame(false, 2, []byte("\x04{\"Width\":1")), maskedFrame(true, 0, []byte("23,\"Height\":45}"))),
+		cat(maskedFrame(false, 2, []byte{ChanStdin}), maskedFrame(true, 9, []byte("p")), maskedFrame(true, 0, []byte("cd"))),
+		maskedFrame(true, 8, websocket.FormatCloseMessage(1000, "")),
+		maskedFrame(true, 2, make([]byte, 300)),
+		{0x82, 0x02, 0x00, 0x78},
+		{0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		maskedFrame(false, 2, []byte{chanClose}),
+	}
+}
+
+// FuzzClientMessages: a v5 session's whole client read side (frames,
+// fragments, control frames, channels, resize JSON, close signals) against
+// arbitrary bytes ends with an error, never a panic or a hang.
+func FuzzClientMessages(f *testing.F) {
+	for _, s := range clientSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := benchSession(t, &loopConn{src: data}, &loopConn{})
+		s.resizeID = 7
+		if err := s.readLoop(); err == nil {
+			t.Fatal("the read loop ended without an error")
+		}
+	})
+}
+
+// spdySeeds are frames spdystream writes: SYN_REPLY, data with and without
+// FIN, PING, RST_STREAM, GOAWAY, SETTINGS.
+func spdySeeds(t testing.TB) [][]byte {
+	var out [][]byte
+	for _, fr := range []spdy.Frame{
+		&spdy.SynReplyFrame{StreamId: 1, Headers: http.Header{"Streamtype": {"error"}}},
+		&spdy.DataFrame{StreamId: 5, Data: []byte("output")},
+		&spdy.DataFrame{StreamId: 1, Flags: spdy.DataFlagFin, Data: []byte(`{"metadata":{},"status":"Success"}`)},
+		&spdy.PingFrame{Id: 2},
+		&spdy.RstStreamFrame{StreamId: 3, Status: spdy.Cancel},
+		&spdy.GoAwayFrame{LastGoodStreamId: 5},
+		&spdy.SettingsFrame{FlagIdValues: []spdy.SettingsFlagIdValue{{Id: spdy.SettingsInitialWindowSize, Value: 1 << 16}}},
+		&spdy.SynStreamFrame{StreamId: 1, Headers: http.Header{"Streamtype": {"error"}}},
+	} {
+		var buf bytes.Buffer
+		fw, err := spdy.NewFramer(&buf, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fw.WriteFrame(fr); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf.Bytes())
+	}
+	return append(out, bytes.Join(out, nil))
+}
+
+// FuzzRuntimeFrames: the runtime leg's SPDY reader against arbitrary bytes.
+func FuzzRuntimeFrames(f *testing.F) {
+	for _, s := range spdySeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := newSPDYConn(&loopConn{src: data})
+		buf := make([]byte, 4096)
+		for {
+			fr, err := c.next()
+			if err != nil {
+				return
+			}
+			if fr.control {
+				continue
+			}
+			if fr.length <= len(buf) {
+				err = c.readPayload(buf[:fr.length])
+			} else {
+				err = c.discard(fr.length)
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
+// FuzzSPDYRelay: both copiers of the SPDY pass-through (client frames up,
+// runtime frames down, header blocks decoded on the way) against arbitrary
+// bytes.
+func FuzzSPDYRelay(f *testing.F) {
+	for _, s := range spdySeeds(f) {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, up bool) {
+		cfg := DefaultConfig()
+		r := &spdyRelay{cfg: &cfg, jsonStatus: true, errStreams: map[uint32]bool{}}
+		if up {
+			r.client, r.rt = &loopConn{src: data}, &loopConn{}
+			r.up()
+			return
+		}
+		r.client, r.rt = &loopConn{}, &loopConn{src: data}
+		err := r.down()
+		r.tellLost(context.Background(), err)
+	})
+}
+
+// FuzzFrameFollowers: the direct splice's WebSocket frame follower and the
+// tunnel's SPDY boundary follower reach the same state whatever the read
+// sizes.
+func FuzzFrameFollowers(f *testing.F) {
+	for _, s := range clientSeeds() {
+		f.Add(s, uint8(1))
+	}
+	for _, s := range spdySeeds(f) {
+		f.Add(s, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		step := int(chunk%64) + 1
+		var whole, parts frameFollower
+		var wholeB, partsB spdyBoundary
+		whole.follow(data)
+		wholeB.feed(data)
+		for i := 0; i < len(data); i += step {
+			parts.follow(data[i:min(i+step, len(data))])
+			partsB.feed(data[i:min(i+step, len(data))])
+		}
+		if whole != parts {
+			t.Fatalf("frame follower: %+v in one read, %+v in reads of %d", whole, parts, step)
+		}
+		if wholeB != partsB {
+			t.Fatalf("SPDY boundary: %+v in one read, %+v in reads of %d", wholeB, partsB, step)
+		}
+	})
+}
