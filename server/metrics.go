@@ -15,6 +15,9 @@ type Metrics struct {
 
 	requests *prometheus.CounterVec
 	failures *prometheus.CounterVec
+	tlsFails *prometheus.CounterVec
+	limited  *prometheus.CounterVec
+	evicted  prometheus.Counter
 	active   *prometheus.GaugeVec
 	duration *prometheus.HistogramVec
 	bytes    *prometheus.CounterVec
@@ -51,10 +54,28 @@ func NewMetrics() *Metrics {
 			Help: "Client WebSockets offered to the runtime unchanged, by subresource, protocol and result (accepted, refused).",
 		}, []string{"subresource", "protocol", "result"}),
 	}
-	m.Registry.MustRegister(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes,
+	m.tlsFails = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubestream_tls_reload_failures_total",
+		Help: "Failed reloads of the serving certificate (serving-cert) or the client CA bundle (client-ca); the last good one stays in use.",
+	}, []string{"file"})
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubestream_streaming_sessions_limited_total",
+		Help: "Streaming requests refused with 429 because a session limit was reached, by limit (node, pod).",
+	}, []string{"limit"})
+	m.evicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubestream_idle_connections_evicted_total",
+		Help: "Connections closed before they sent a request (or between requests) to make room for new ones.",
+	})
+	m.Registry.MustRegister(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// TLSReloadFailed counts a failed reload of a serving TLS file.
+func (m *Metrics) TLSReloadFailed(file string) { m.tlsFails.WithLabelValues(file).Inc() }
+
+// ConnectionEvicted counts an idle connection closed to admit a new one.
+func (m *Metrics) ConnectionEvicted() { m.evicted.Inc() }
 
 // Handler serves the metrics in Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

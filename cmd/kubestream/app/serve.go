@@ -12,12 +12,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
@@ -51,7 +53,12 @@ type ServeOptions struct {
 	WebhookCacheAuthorizedTTL      time.Duration
 	WebhookCacheUnauthorizedTTL    time.Duration
 	StreamingVerbByMethod          bool
-	Features                       featuregate.MutableFeatureGate
+	TLSMinVersion                  string
+	TLSCipherSuites                []string
+	// TLSReloadPeriod is how often the serving certificate and client CA
+	// files are checked for changes (no flag: the kubelet has none).
+	TLSReloadPeriod time.Duration
+	Features        featuregate.MutableFeatureGate
 }
 
 // NewServeOptions returns the kubelet's defaults.
@@ -71,6 +78,8 @@ func NewServeOptions() *ServeOptions {
 		WebhookCacheAuthorizedTTL:      5 * time.Minute,
 		WebhookCacheUnauthorizedTTL:    30 * time.Second,
 		Features:                       server.NewFeatureGate(),
+		TLSMinVersion:                  "VersionTLS12",
+		TLSReloadPeriod:                10 * time.Second,
 	}
 }
 
@@ -81,6 +90,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "The port to serve the kubelet streaming API on.")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "File containing the x509 serving certificate (with intermediates after it).")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "File containing the x509 private key matching --tls-cert-file.")
+	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion, "Minimum TLS version: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+" (the kubelet's flag).")
+	fs.StringSliceVar(&o.TLSCipherSuites, "tls-cipher-suites", o.TLSCipherSuites, "Comma-separated cipher suites for TLS 1.2 (IANA names; empty: Go's defaults), as the kubelet's flag. Possible values: "+strings.Join(cliflag.TLSCipherPossibleValues(), ", "))
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "Clients must present a certificate signed by one of these CAs (the apiserver's kubelet client certificate); others get 401.")
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "The CRI endpoint, e.g. unix:///run/containerd/containerd.sock. Empty starts the embedded reference runtime.")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every CRI call.")
@@ -179,6 +190,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		RuntimeReady:          client.Ready,
 	}
 	var tlsConfig *tls.Config
+	var servingFiles *servingTLS
 	scheme := "https"
 	switch {
 	case o.InsecureDevelopmentHTTP:
@@ -187,34 +199,33 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 	case o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" || o.ClientCAFile == "":
 		return nil, errors.New("--tls-cert-file, --tls-private-key-file and --client-ca-file are required (or --insecure-development-http for development)")
 	default:
-		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading serving certificate: %w", err)
-		}
-		authn, err := server.ClientCertAuthenticator(o.ClientCAFile)
+		st, err := newServingTLS(o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Authenticator = authn
+		cfg.Authenticator = st.authenticator()
 		if cfg.Authorizer, err = authorizerFor(o); err != nil {
 			return nil, err
 		}
-		// Request, not require, a certificate: the authenticator checks it
-		// and answers 401 with a reason, as the kubelet does, instead of a
-		// TLS alert the client cannot explain. HTTP/1.1 only: upgrades do
-		// not exist in HTTP/2.
-		tlsConfig = &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			ClientAuth:   tls.RequestClientCert,
-			MinVersion:   tls.VersionTLS12,
-			NextProtos:   []string{"http/1.1"},
+		if tlsConfig, err = st.config(o.TLSMinVersion, o.TLSCipherSuites); err != nil {
+			return nil, err
 		}
+		servingFiles = st
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	run.Server = srv
+	if servingFiles != nil {
+		rctx, stop := context.WithCancel(klog.NewContext(context.Background(), logger))
+		reloaded := make(chan struct{})
+		go func() {
+			defer close(reloaded)
+			servingFiles.reload(rctx, o.TLSReloadPeriod, srv.Metrics())
+		}()
+		cleanups = append(cleanups, func() { stop(); <-reloaded })
+	}
 
 	l, err := net.Listen("tcp", net.JoinHostPort(o.Address, strconv.Itoa(o.Port)))
 	if err != nil {
