@@ -26,51 +26,8 @@ func TestBinary(t *testing.T) {
 	if rt.endpoint != "" {
 		t.Log("serving on the runtime under test: ", rt.name)
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kubestream")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kubestream").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	certs, err := pki.WriteNodeSet(dir, "kube-apiserver-kubelet-client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods := filepath.Join(dir, "pods.json")
-	b, _ := json.Marshal(testPods)
-	_ = os.WriteFile(pods, b, 0o600)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	args := []string{"serve", "--address=127.0.0.1", fmt.Sprintf("--port=%d", port),
-		"--tls-cert-file=" + certs.ServerCert, "--tls-private-key-file=" + certs.ServerKey,
-		"--client-ca-file=" + certs.CA, "--reference-pods-file=" + pods,
-		"--feature-gates=ExtendWebSocketsToKubelet=true", "--streaming-connection-idle-timeout=1h"}
-	if rt.endpoint != "" {
-		args = append(args, "--container-runtime-endpoint="+rt.endpoint)
-	}
-	var serveLog bytes.Buffer
-	serve := exec.Command(bin, args...)
-	serve.Stdout, serve.Stderr = &serveLog, &serveLog
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
-	defer func() {
-		_ = serve.Process.Kill()
-		<-exited
-	}()
-	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	waitFor(t, 30*time.Second, func() bool {
-		resp, err := client.Get(url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-	client.CloseIdleConnections()
+	b := serveBinary(t, nil)
+	bin, certs, url, serve, exited, serveLog := b.bin, b.certs, b.url, b.cmd, b.exited, &b.log
 
 	run := func(stdin string, args ...string) (string, string, int) {
 		full := append([]string{args[0], "--server", url, "--client-certificate", certs.ClientCert,
@@ -138,4 +95,67 @@ func TestBinary(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("serve did not stop on SIGTERM\n%s", serveLog.String())
 	}
+}
+
+// binaryNode is the built kubestream serving on the reference runtime (or
+// the runtime under test).
+type binaryNode struct {
+	bin, url string
+	certs    *pki.Files
+	cmd      *exec.Cmd
+	exited   chan error
+	log      bytes.Buffer
+}
+
+// serveBinary builds kubestream and runs serve (under wrapper, e.g. prlimit,
+// when given) with extra flags, and waits for /healthz.
+func serveBinary(t *testing.T, wrapper []string, extra ...string) *binaryNode {
+	t.Helper()
+	dir := t.TempDir()
+	b := &binaryNode{bin: filepath.Join(dir, "kubestream"), exited: make(chan error, 1)}
+	if out, err := exec.Command("go", "build", "-o", b.bin, "../cmd/kubestream").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	certs, err := pki.WriteNodeSet(dir, "kube-apiserver-kubelet-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.certs = certs
+	pods := filepath.Join(dir, "pods.json")
+	podsJSON, _ := json.Marshal(testPods)
+	_ = os.WriteFile(pods, podsJSON, 0o600)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	args := []string{"serve", "--address=127.0.0.1", fmt.Sprintf("--port=%d", port),
+		"--tls-cert-file=" + certs.ServerCert, "--tls-private-key-file=" + certs.ServerKey,
+		"--client-ca-file=" + certs.CA, "--reference-pods-file=" + pods,
+		"--feature-gates=ExtendWebSocketsToKubelet=true", "--streaming-connection-idle-timeout=1h"}
+	if rt.endpoint != "" {
+		args = append(args, "--container-runtime-endpoint="+rt.endpoint)
+	}
+	args = append(append([]string{b.bin}, args...), extra...)
+	args = append(append([]string{}, wrapper...), args...)
+	b.cmd = exec.Command(args[0], args[1:]...)
+	b.cmd.Stdout, b.cmd.Stderr = &b.log, &b.log
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.exited <- b.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = b.cmd.Process.Kill()
+		<-b.exited
+	})
+	b.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	waitFor(t, 30*time.Second, func() bool {
+		resp, err := client.Get(b.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	client.CloseIdleConnections()
+	return b
 }

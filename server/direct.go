@@ -144,6 +144,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
 		return nil
 	}
+	_ = client.SetDeadline(time.Time{}) // the request's read deadline is not the session's
 	ctx, done := s.sessionContext(ctx)
 	defer done()
 	defer ss.running()()

@@ -82,6 +82,8 @@ type Config struct {
 	StreamingVerbByMethod bool
 
 	Metrics *Metrics
+	// Limits bound concurrent streaming sessions (zero: none).
+	Limits Limits
 	// RuntimeReady, when set, is /healthz's runtime check.
 	RuntimeReady func(context.Context) error
 }
@@ -93,6 +95,7 @@ type Server struct {
 	rcUpgrader *websocket.Upgrader
 	pfUpgrader *websocket.Upgrader
 	direct     *directCache
+	slots      *sessionSlots
 
 	baseCtx    context.Context // cancelled by Shutdown; ends every session
 	cancelBase context.CancelFunc
@@ -121,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Translator.BufferSize == 0 {
 		cfg.Translator = translator.DefaultConfig()
 	}
-	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct)}
+	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct), slots: &sessionSlots{limits: cfg.Limits}}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	// One pool for every session: an idle session holds no write buffer.
 	// The size fits a full copy buffer plus the channel byte and frame

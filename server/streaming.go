@@ -68,6 +68,7 @@ type session struct {
 	route       Route
 	start       time.Time
 	counted     bool
+	release     func() // gives back the session slot
 }
 
 // begin starts tracking a request. Its count waits while the route may
@@ -124,7 +125,8 @@ func (s *Server) decide(r *http.Request, sub string) decision {
 }
 
 // admit decides the route, counts the request and answers it if it is
-// rejected; ok is false when the client has had its answer.
+// rejected or over a session limit; ok is false when the client has had
+// its answer. The caller defers ss.release().
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*session, bool) {
 	d := s.decide(r, sub)
 	ss := s.begin(r, sub, d)
@@ -132,6 +134,15 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*ses
 		s.reject(w, r, ss, d)
 		return nil, false
 	}
+	pod := podRef(r)
+	release, full := s.slots.acquire(pod.Namespace + "/" + pod.Name)
+	if full != "" {
+		s.cfg.Metrics.limited.WithLabelValues(full).Inc()
+		w.Header().Set("Retry-After", "1")
+		ss.fail(w, r, http.StatusTooManyRequests, fmt.Errorf("too many streaming sessions on this %s; retry later", full))
+		return nil, false
+	}
+	ss.release = release
 	return ss, true
 }
 
@@ -149,6 +160,7 @@ func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub 
 	if !ok {
 		return
 	}
+	defer ss.release()
 	opts, err := remotecommandserver.NewOptions(r)
 	if err != nil {
 		ss.fail(w, r, http.StatusBadRequest, err)
@@ -234,6 +246,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer ss.release()
 	ports, err := parsePorts(r.URL.Query()["port"])
 	if err != nil {
 		ss.fail(w, r, http.StatusBadRequest, err)
@@ -382,6 +395,7 @@ func (c *closeOnDone) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	conn, rw, err := h.Hijack()
 	if err == nil {
+		_ = conn.SetDeadline(time.Time{}) // the request's read deadline is not the session's
 		context.AfterFunc(c.ctx, func() { conn.Close() })
 	}
 	return conn, rw, err

@@ -58,7 +58,14 @@ type ServeOptions struct {
 	// TLSReloadPeriod is how often the serving certificate and client CA
 	// files are checked for changes (no flag: the kubelet has none).
 	TLSReloadPeriod time.Duration
-	Features        featuregate.MutableFeatureGate
+	// IdleConnectionTimeout closes keep-alive connections idle this long
+	// (no flag: the kubelet's is fixed at 90 s).
+	IdleConnectionTimeout time.Duration
+	// RequestReadTimeout bounds reading a whole request (no flag).
+	RequestReadTimeout         time.Duration
+	MaxStreamingSessions       int
+	MaxStreamingSessionsPerPod int
+	Features                   featuregate.MutableFeatureGate
 }
 
 // NewServeOptions returns the kubelet's defaults.
@@ -80,6 +87,8 @@ func NewServeOptions() *ServeOptions {
 		Features:                       server.NewFeatureGate(),
 		TLSMinVersion:                  "VersionTLS12",
 		TLSReloadPeriod:                10 * time.Second,
+		IdleConnectionTimeout:          idleConnTimeout(),
+		RequestReadTimeout:             time.Minute,
 	}
 }
 
@@ -92,6 +101,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "File containing the x509 private key matching --tls-cert-file.")
 	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion, "Minimum TLS version: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+" (the kubelet's flag).")
 	fs.StringSliceVar(&o.TLSCipherSuites, "tls-cipher-suites", o.TLSCipherSuites, "Comma-separated cipher suites for TLS 1.2 (IANA names; empty: Go's defaults), as the kubelet's flag. Possible values: "+strings.Join(cliflag.TLSCipherPossibleValues(), ", "))
+	fs.IntVar(&o.MaxStreamingSessions, "max-streaming-sessions", o.MaxStreamingSessions, "Most concurrent exec, attach and port-forward sessions on the node; more get 429 with Retry-After (running sessions are never cut). 0: a quarter of the descriptor limit (RLIMIT_NOFILE), each session holding two.")
+	fs.IntVar(&o.MaxStreamingSessionsPerPod, "max-streaming-sessions-per-pod", o.MaxStreamingSessionsPerPod, "Most concurrent streaming sessions per pod; more get 429 with Retry-After. 0: no per-pod limit.")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "Clients must present a certificate signed by one of these CAs (the apiserver's kubelet client certificate); others get 401.")
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "The CRI endpoint, e.g. unix:///run/containerd/containerd.sock. Empty starts the embedded reference runtime.")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every CRI call.")
@@ -188,6 +199,10 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 
 		StreamingVerbByMethod: o.StreamingVerbByMethod,
 		RuntimeReady:          client.Ready,
+		Limits:                server.Limits{MaxSessions: o.MaxStreamingSessions, MaxSessionsPerPod: o.MaxStreamingSessionsPerPod},
+	}
+	if cfg.Limits.MaxSessions == 0 {
+		cfg.Limits.MaxSessions = sessionBudget(descriptorLimit())
 	}
 	var tlsConfig *tls.Config
 	var servingFiles *servingTLS
@@ -239,7 +254,15 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 30 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
+		// A request must arrive whole within RequestReadTimeout (a body
+		// that never comes is cut off); upgraded connections clear the
+		// deadline when they are taken over. Keep-alive connections idle
+		// for IdleConnectionTimeout are closed, as the kubelet's are after
+		// 90 s.
+		ReadTimeout: o.RequestReadTimeout,
+		IdleTimeout: o.IdleConnectionTimeout,
+		ConnState:   newConnGuard(idleConnBudget(descriptorLimit()), srv.Metrics()).connState,
+		BaseContext: func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
 	}
 	served := make(chan struct{})
 	go func() {

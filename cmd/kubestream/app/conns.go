@@ -1,0 +1,75 @@
+package app
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kubestream/kubestream/server"
+)
+
+// connGuard keeps connections that are not serving a request — new ones
+// still in their TLS handshake or headers, and keep-alive ones between
+// requests — from taking every descriptor: past max of them, the oldest is
+// closed to admit the new one. Connections serving a request or carrying a
+// session (hijacked) are never touched. Without it, ~1,000 idle
+// connections under a 1,024-descriptor limit stopped all service until
+// they timed out. It is http.Server.ConnState, so it runs on the server's
+// goroutines and owns none.
+type connGuard struct {
+	max     int
+	metrics *server.Metrics
+
+	mu    sync.Mutex
+	idle  map[net.Conn]uint64 // not serving a request; value: arrival order
+	order uint64
+}
+
+func newConnGuard(max int, m *server.Metrics) *connGuard {
+	return &connGuard{max: max, metrics: m, idle: map[net.Conn]uint64{}}
+}
+
+func (g *connGuard) connState(c net.Conn, st http.ConnState) {
+	g.mu.Lock()
+	var evict net.Conn
+	switch st {
+	case http.StateNew, http.StateIdle:
+		g.order++
+		g.idle[c] = g.order
+		if len(g.idle) > g.max {
+			oldest := ^uint64(0)
+			for ic, o := range g.idle {
+				if ic != c && o < oldest {
+					evict, oldest = ic, o
+				}
+			}
+			delete(g.idle, evict)
+		}
+	default: // active, hijacked, closed
+		delete(g.idle, c)
+	}
+	g.mu.Unlock()
+	if evict != nil {
+		g.metrics.ConnectionEvicted()
+		_ = evict.Close()
+	}
+}
+
+// descriptorLimit is the process's soft RLIMIT_NOFILE (1024 if unknown).
+func descriptorLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return 1024
+	}
+	return int(min(rl.Cur, 1<<20))
+}
+
+// Descriptor budget: a quarter of the limit for connections not serving a
+// request, half for sessions (two descriptors each, so a quarter of the
+// limit in sessions), a quarter for everything else (CRI, files, the
+// runtime's own when embedded).
+func idleConnBudget(limit int) int   { return max(16, limit/4) }
+func sessionBudget(limit int) int    { return max(8, limit/4) }
+func idleConnTimeout() time.Duration { return 90 * time.Second } // the kubelet's IdleTimeout
