@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +148,27 @@ func openFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// TestRawClientFramingErrors: the same framing errors from rawclient, the
+// conformance client that shares no code with client-go or gorilla (its
+// own handshake, bytes written as given): each gets close 1002, and the
+// node ends every session.
+func TestRawClientFramingErrors(t *testing.T) {
+	n := startNode(t)
+	bin := filepath.Join(t.TempDir(), "rawclient")
+	if out, err := exec.Command("go", "build", "-o", bin, "./rawclient").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	url := n.run.URL + "/exec/default/demo/app?command=cat&input=1&output=1&error=1"
+	for _, fe := range framingErrors {
+		t.Run(fe.name, func(t *testing.T) {
+			out, err := exec.Command(bin, "-url", url, "-cert", n.certs.ClientCert, "-key", n.certs.ClientKey,
+				"-ca", n.certs.CA, "-send", hex.EncodeToString(fe.bytes)).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "101 Switching Protocols") || !strings.HasSuffix(string(out), "close 1002\n") {
+				t.Fatalf("rawclient: %v\n%s", err, out)
+			}
+		})
+	}
+	n.waitIdle(10 * time.Second)
 }
