@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -10,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
@@ -132,4 +136,78 @@ func TestSlowReaderNothingLost(t *testing.T) {
 		})
 	}
 	n.waitIdle(10 * time.Second)
+}
+
+// tcpSource serves size bytes to each connection on a loopback port of the
+// host (the reference runtime's pods share the host network), then closes.
+func tcpSource(t *testing.T, size int) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write(make([]byte, size))
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestSlowReaderPortForward: a forwarded connection read slowly gets every
+// byte the pod sent, over SPDY (relayed, the client pinging every 50 ms)
+// and over the tunnel.
+func TestSlowReaderPortForward(t *testing.T) {
+	n := startNode(t)
+	port := tcpSource(t, slowReaderSize)
+	u, _ := url.Parse(n.run.URL + "/portForward/default/demo")
+	tlsConfig, err := rest.TLSConfigFor(n.restConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := streamspdy.NewRoundTripperWithConfig(streamspdy.RoundTripperConfig{TLS: tlsConfig, PingPeriod: slowPing(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, n.restConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, dialer := range map[string]httpstream.Dialer{
+		"spdy":   spdy.NewDialer(spdy.NewUpgraderForStreaming(rt), &http.Client{Transport: rt}, http.MethodPost, u),
+		"tunnel": tunnel,
+	} {
+		t.Run(name, func(t *testing.T) {
+			stopCh, ready := make(chan struct{}), make(chan struct{})
+			fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stopCh, ready, io.Discard, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errCh := make(chan error, 1)
+			go func() { errCh <- fw.ForwardPorts() }()
+			defer func() { close(stopCh); <-errCh }()
+			<-ready
+			ports, _ := fw.GetPorts()
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+			out := &rateWriter{rate: slowReaderRate}
+			got, err := io.CopyBuffer(out, c, make([]byte, 32<<10))
+			if got != int64(slowReaderSize) {
+				t.Fatalf("%d of %d bytes arrived (%v)", got, slowReaderSize, err)
+			}
+		})
+	}
+	n.waitIdle(15 * time.Second)
 }
