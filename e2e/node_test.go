@@ -78,6 +78,9 @@ var testPods = []refruntime.PodSpec{
 	{Namespace: "default", Name: "echo", UID: "uid-echo",
 		Containers: []refruntime.ContainerSpec{{Name: "echo", Stdin: true,
 			Command: []string{"/bin/sh", "-c", `while IFS= read -r l; do echo "echo: $l"; done`}}}},
+	// Each container writes as many bytes as its first input line asks
+	// and exits: one per slow-reader attach (TestSlowReaderAttach).
+	{Namespace: "default", Name: "burst", UID: "uid-burst", Containers: burstContainers(10)},
 	{Namespace: "default", Name: "term", UID: "uid-term",
 		Containers: []refruntime.ContainerSpec{{Name: "shell", Stdin: true, TTY: true,
 			Command: []string{"/bin/sh"}}}},
@@ -380,4 +383,13 @@ func tcpEcho(t *testing.T) int {
 		wg.Wait()
 	})
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+func burstContainers(n int) []refruntime.ContainerSpec {
+	var out []refruntime.ContainerSpec
+	for i := range n {
+		out = append(out, refruntime.ContainerSpec{Name: fmt.Sprintf("b%d", i), Stdin: true,
+			Command: []string{"sh", "-c", "read n; head -c $n /dev/zero; exit 7"}})
+	}
+	return out
 }

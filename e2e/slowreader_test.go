@@ -106,7 +106,7 @@ func slowCommand(size int) []string {
 var (
 	slowReaderSize = envInt("KUBESTREAM_SLOW_MB", 4) << 20
 	slowReaderRate = envInt("KUBESTREAM_SLOW_RATE_KB", 2048) << 10
-	slowReaderRuns = envInt("KUBESTREAM_SLOW_RUNS", 3)
+	slowReaderRuns = envInt("KUBESTREAM_SLOW_RUNS", 5)
 )
 
 // TestSlowReaderNothingLost: a client that reads output slowly gets every
@@ -206,6 +206,46 @@ func TestSlowReaderPortForward(t *testing.T) {
 			got, err := io.CopyBuffer(out, c, make([]byte, 32<<10))
 			if got != int64(slowReaderSize) {
 				t.Fatalf("%d of %d bytes arrived (%v)", got, slowReaderSize, err)
+			}
+		})
+	}
+	n.waitIdle(15 * time.Second)
+}
+
+// TestSlowReaderAttach: attached to a process that writes slowReaderSize
+// bytes and exits, a slow reader gets every byte and then the end of the
+// session, over SPDY (relayed, pinging every 50 ms) and over v5.
+func TestSlowReaderAttach(t *testing.T) {
+	n := startNode(t)
+	runs := min(slowReaderRuns, 5)
+	for p, protocol := range []string{"spdy", "websocket"} {
+		t.Run(protocol, func(t *testing.T) {
+			for i := 0; i < runs; i++ {
+				u := n.execURL("attach", "burst", fmt.Sprintf("b%d", p*5+i), true, false)
+				var exec remotecommand.Executor
+				if protocol == "spdy" {
+					exec = spdyExecutor(t, n.restConfig(), u, slowPing(t))
+				} else {
+					var err error
+					if exec, err = remotecommand.NewWebSocketExecutor(n.restConfig(), http.MethodGet, u); err != nil {
+						t.Fatal(err)
+					}
+				}
+				stdinR, stdinW := io.Pipe()
+				go fmt.Fprintf(stdinW, "%d\n", slowReaderSize)
+				out := &rateWriter{rate: slowReaderRate}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: out, Stderr: &syncBuffer{}})
+				cancel()
+				stdinW.Close()
+				if got := out.n.Load(); got != int64(slowReaderSize) {
+					t.Fatalf("run %d: %d of %d bytes arrived (err %v)", i+1, got, slowReaderSize, err)
+				}
+				// The runtime reports an attach's end as success or with
+				// the process's exit code; either way it is reported.
+				if err != nil {
+					assertExit(t, err, 7)
+				}
 			}
 		})
 	}
