@@ -221,7 +221,7 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	return port
 }
 
-// hostIP is the first non-loopback IPv4 address: the node's, on the dummy
+// hostIP is the first non-loopback IPv4 address: the node's, on the veth
 // interface of the network namespace hack/kubelet-e2e.sh runs this in.
 func hostIP(t *testing.T) net.IP {
 	addrs, err := net.InterfaceAddrs()

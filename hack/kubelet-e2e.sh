@@ -3,7 +3,7 @@
 # containerd 2.4 (e2e/kubelet_test.go). Builds what it needs (hack/kube.sh,
 # hack/containerd.sh), then runs the kubelet, its private containerd, the
 # control plane and the test's clients inside a network namespace made for
-# the run: lo and a dummy interface holding the node's address (a kubelet
+# the run: lo and a veth interface holding the node's address (a kubelet
 # refuses a loopback node IP). No traffic leaves that namespace, and what
 # the kubelet does to routes and iptables stays in it. Torn down afterwards.
 set -euo pipefail
@@ -29,13 +29,19 @@ trap cleanup EXIT
 go build -o "$dir/bin/freeport" ./hack/tools/freeport
 go test -c -tags kubelet -o "$dir/bin/e2e.test" ./e2e/
 ip netns add "$ns"
+# nsenter switches the network namespace alone: `ip netns exec` would also
+# remount /sys, hiding the cgroup mounts the kubelet needs.
+innet() { nsenter --net="/run/netns/$ns" "$@"; }
 ip -n "$ns" link set lo up
-ip -n "$ns" link add node0 type dummy
+# A veth pair with both ends inside: node0 holds the node's address (some
+# kernels here have no dummy interfaces).
+ip -n "$ns" link add node0 type veth peer name node0-peer
 ip -n "$ns" addr add "$NODE_IP/24" dev node0
+ip -n "$ns" link set node0-peer up
 ip -n "$ns" link set node0 up
 # The image tool and freeport run inside too; no network is needed for them
 # (the module cache holds what they build from).
-ip netns exec "$ns" env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
+innet env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
 	hack/containerd.sh up 2.4 "$dir" 2> >(grep -v DEPRECATION >&2)
 # The kubelet owns that containerd; the rest of the e2e fixture keeps the
 # reference runtime, so no pod the kubelet does not know of is there.
@@ -44,5 +50,5 @@ ip netns exec "$ns" env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
 	export KUBESTREAM_KUBELET_RUNTIME=$KUBESTREAM_CONTAINERD_ENDPOINT
 	unset KUBESTREAM_CONTAINERD_ENDPOINT
 	cd e2e
-	ip netns exec "$ns" "$dir/bin/e2e.test" -test.run '^TestKubelet$' -test.count=1 -test.timeout 15m
+	innet "$dir/bin/e2e.test" -test.run '^TestKubelet$' -test.count=1 -test.timeout 15m ${KUBESTREAM_TEST_VERBOSE:+-test.v}
 ) || { tail -30 "$dir/containerd.log" >&2; exit 1; }
