@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bufio"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,6 +173,52 @@ func TestRawClientFramingErrors(t *testing.T) {
 				t.Fatalf("rawclient: %v\n%s", err, out)
 			}
 		})
+	}
+	n.waitIdle(10 * time.Second)
+}
+
+// TestFirstFrameWithHandshake: a client may write its first frames in the
+// same write as its handshake; they are read, not lost in a buffer behind
+// the upgrade.
+func TestFirstFrameWithHandshake(t *testing.T) {
+	n := startNode(t)
+	conn, err := tls.Dial("tcp", n.run.Addr, n.tlsConfig(n.certs.ClientCert, n.certs.ClientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	req := "GET /exec/default/demo/app?command=cat&input=1&output=1&error=1 HTTP/1.1\r\nHost: node\r\n" +
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n"
+	first := append(maskedFrame(0x82, []byte{0, 'h', 'i'}), maskedFrame(0x82, []byte{255, 0})...)
+	if _, err := conn.Write(append([]byte(req), first...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	var out []byte
+	for {
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			t.Fatalf("read %q then %v: the first frames were lost", out, err)
+		}
+		payload := make([]byte, h[1]&0x7f)
+		if _, err := io.ReadFull(br, payload); err != nil {
+			t.Fatal(err)
+		}
+		if h[0]&0x0f == 8 {
+			break
+		}
+		if len(payload) > 1 && payload[0] == 1 {
+			out = append(out, payload[1:]...)
+		}
+	}
+	if string(out) != "hi" {
+		t.Fatalf("stdout %q, want the stdin sent with the handshake", out)
 	}
 	n.waitIdle(10 * time.Second)
 }

@@ -205,7 +205,7 @@ func (s *Server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, sub 
 
 func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, first *url.URL,
 	newURL func(context.Context) (*url.URL, error), opts translator.Options) {
-	ws, err := s.upgrader(ss.subresource).Upgrade(w, r, nil)
+	ws, err := s.upgrader(ss.subresource).Upgrade(bufferedHijack{w}, r, nil)
 	if err != nil {
 		// gorilla answered the client already (400 with the reason).
 		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "400").Inc()
@@ -288,7 +288,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		ss.fail(w, r, http.StatusBadGateway, fmt.Errorf("container runtime negotiated %q for port-forward", proto))
 		return
 	}
-	ws, err := s.upgrader(PortForward).Upgrade(w, r, nil)
+	ws, err := s.upgrader(PortForward).Upgrade(bufferedHijack{w}, r, nil)
 	if err != nil {
 		rt.Close()
 		s.cfg.Metrics.failures.WithLabelValues(PortForward, string(ss.route), "400").Inc()
@@ -399,6 +399,26 @@ func (c *closeOnDone) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		context.AfterFunc(c.ctx, func() { conn.Close() })
 	}
 	return conn, rw, err
+}
+
+// bufferedHijack hands gorilla's Upgrader the connection with what the HTTP
+// server had already buffered (a client may write its first frames in the
+// same write as its handshake) put back in front of it, and the server's
+// reader emptied onto that: kubestream's own frame reader reads the
+// connection gorilla returns (NetConn), so nothing may stay behind in a
+// buffer it never sees. gorilla still reuses the server's reader, so a
+// session costs no new buffer.
+type bufferedHijack struct{ http.ResponseWriter }
+
+func (b bufferedHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
+	if err != nil || brw.Reader.Buffered() == 0 {
+		return conn, brw, err
+	}
+	early, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	c := upgrade.PrefixConn(conn, early)
+	brw.Reader.Reset(c)
+	return c, brw, nil
 }
 
 type responder struct{ ss *session }

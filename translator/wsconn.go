@@ -18,8 +18,9 @@ var errSessionClosed = errors.New("websocket session already closed")
 // concurrent writer) and owns the end of the session: a status, a close frame,
 // a bounded wait for the peer's close, then the TCP close. Ending with a bare
 // TCP close while the peer still has unread data makes its kernel answer the
-// peer's next ping with a reset and lose that data (the upstream defect noted
-// in PROTOCOLS.md), so every end goes through closeWith.
+// peer's next ping with a reset and lose that data (upstream's translator
+// v0.37 does this after its status: a slow reader loses output), so every
+// end goes through closeWith.
 type wsConn struct {
 	ws  *websocket.Conn
 	cfg *Config

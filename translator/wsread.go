@@ -15,9 +15,10 @@ import (
 // gorilla's NextReader: gorilla allocates a reader per message, and the
 // tunnel gets three messages per SPDY frame from client-go, so that is an
 // allocation per frame on the hottest path. gorilla still does the
-// handshake and every write. Its Upgrade refuses a client that sent data
-// before the 101, so gorilla's own buffer is empty when it returns and the
-// connection's every byte after it is ours to read.
+// handshake and every write. Every byte after the handshake is read from
+// gorilla's NetConn(): the caller hands gorilla a connection with whatever
+// the HTTP server had buffered put back in front (server.bufferedHijack),
+// so a first frame sent with the handshake is not lost.
 
 const (
 	opContinuation = 0

@@ -115,6 +115,29 @@ func BufferedConn(conn net.Conn, r *bufio.Reader) net.Conn {
 	return &bufferedConn{Conn: conn, r: r}
 }
 
+// PrefixConn returns conn reading first a copy of prefix: bytes already
+// taken off conn by a reader being let go.
+func PrefixConn(conn net.Conn, prefix []byte) net.Conn {
+	return &prefixConn{Conn: conn, prefix: append([]byte(nil), prefix...)}
+}
+
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite half-closes the underlying connection where it can.
+func (c *prefixConn) CloseWrite() error { return CloseWrite(c.Conn) }
+
 type bufferedConn struct {
 	net.Conn
 	r *bufio.Reader
