@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
+	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -90,16 +91,16 @@ func (f *webSocketFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		used := false
 		dial := func(ctx context.Context, protocols []string) (net.Conn, string, error) {
 			if used { // single-use, like the URL it stands for
-				return nil, "", &translator.UpgradeError{StatusCode: http.StatusNotFound, Body: "streaming token used"}
+				return nil, "", &upgrade.Error{StatusCode: http.StatusNotFound, Body: "streaming token used"}
 			}
 			used = true
-			return translator.UpgradeSPDY(ctx, &own, nil, protocols)
+			return upgrade.SPDY(ctx, &own, nil, protocols)
 		}
 		res := translator.ServeRemoteCommand(context.Background(), ws, dial, opts, translator.DefaultConfig())
 		f.logger.V(3).Info("Native v5 session ended", "path", r.URL.Path, "err", res.Err)
 	case kind == "/portforward/" && wsstream.IsWebSocketRequestWithTunnelingProtocol(r):
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		rt, _, err := translator.UpgradeSPDY(ctx, &own, nil, []string{portforward.PortForwardV1Name})
+		rt, _, err := upgrade.SPDY(ctx, &own, nil, []string{portforward.PortForwardV1Name})
 		cancel()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,17 +76,6 @@ func (c *directCache) record(sub, protocol string, accepted bool) {
 	}
 }
 
-// websocketGUID is RFC 6455's key suffix for Sec-WebSocket-Accept. The
-// computation is written out because gorilla keeps its own unexported; the
-// runtime's answer must be checked against the client's key before it is
-// relayed.
-const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-func acceptKey(key string) string {
-	h := sha1.Sum([]byte(key + websocketGUID))
-	return base64.StdEncoding.EncodeToString(h[:])
-}
-
 // errRefused is a runtime that does not speak the client's WebSocket
 // protocol: its single-use URL is spent and the caller translates instead.
 var errRefused = errors.New("container runtime does not speak the protocol")
@@ -111,27 +98,18 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)
 	key := r.Header.Get("Sec-WebSocket-Key")
-	h := http.Header{}
-	h.Set("Connection", "Upgrade")
-	h.Set("Upgrade", "websocket")
-	h.Set("Sec-WebSocket-Version", "13")
-	h.Set("Sec-WebSocket-Key", key)
-	h.Set("Sec-WebSocket-Protocol", ss.protocol)
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
-	rt, resp, err := upgrade.Dial(dctx, u, s.cfg.RuntimeTLS, http.MethodGet, h)
+	rt, err := upgrade.WebSocket(dctx, u, s.cfg.RuntimeTLS, key, ss.protocol)
 	cancel()
 	var ue *upgrade.Error
 	switch {
 	case errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500:
 		return s.refused(ctx, ss, "Runtime refused the WebSocket; translating", "status", ue.StatusCode)
+	case errors.Is(err, upgrade.ErrUnusableHandshake):
+		// A 101 the client would reject: treat the runtime as not speaking it.
+		return s.refused(ctx, ss, "Runtime answered the WebSocket with an unusable handshake; translating", "err", err)
 	case err != nil:
 		return err
-	}
-	if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != ss.protocol ||
-		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
-		// A 101 the client would reject: treat the runtime as not speaking it.
-		rt.Close()
-		return s.refused(ctx, ss, "Runtime answered the WebSocket with an unusable handshake; translating", "answeredProtocol", got)
 	}
 	s.direct.record(ss.subresource, ss.protocol, true)
 	s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "accepted").Inc()
@@ -149,7 +127,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	defer done()
 	defer ss.running()()
 	_, err = fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n", acceptKey(key), ss.protocol)
+		"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n", upgrade.AcceptKey(key), ss.protocol)
 	if err == nil {
 		err = brw.Flush()
 	}

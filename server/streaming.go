@@ -223,7 +223,7 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, 
 				return nil, "", err
 			}
 		}
-		return translator.UpgradeSPDY(ctx, u, s.cfg.RuntimeTLS, protocols)
+		return upgrade.SPDY(ctx, u, s.cfg.RuntimeTLS, protocols)
 	}
 	res := translator.ServeRemoteCommand(ctx, ws, dial, opts, s.cfg.Translator)
 	for ch, n := range res.Bytes {
@@ -277,7 +277,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	// Dial the runtime before answering the client: the tunnel has no
 	// status channel, so a runtime failure must still be an HTTP answer.
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
-	rt, proto, err := translator.UpgradeSPDY(dctx, u, s.cfg.RuntimeTLS, []string{portforward.PortForwardV1Name})
+	rt, proto, err := upgrade.SPDY(dctx, u, s.cfg.RuntimeTLS, []string{portforward.PortForwardV1Name})
 	cancel()
 	if err != nil {
 		ss.fail(w, r, upgradeStatus(err), err)
@@ -336,7 +336,7 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 // upgradeStatus maps a failed runtime dial to the client's status: the
 // runtime's own 4xx passes on; an unreachable runtime is a bad gateway.
 func upgradeStatus(err error) int {
-	var ue *translator.UpgradeError
+	var ue *upgrade.Error
 	if errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500 {
 		return ue.StatusCode
 	}
@@ -453,10 +453,10 @@ func (s *Server) sessionContext(parent context.Context) (context.Context, func()
 func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
 	ctx := r.Context()
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
-	rt, proto, err := translator.UpgradeSPDY(dctx, u, s.cfg.RuntimeTLS, r.Header.Values(httpstream.HeaderProtocolVersion))
+	rt, proto, err := upgrade.SPDY(dctx, u, s.cfg.RuntimeTLS, r.Header.Values(httpstream.HeaderProtocolVersion))
 	cancel()
 	if err != nil {
-		var ue *translator.UpgradeError
+		var ue *upgrade.Error
 		if errors.As(err, &ue) {
 			// The runtime's own refusal goes back as it was, as a
 			// byte-for-byte proxy would have passed it.

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync/atomic"
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/internal/upgrade"
 )
 
 // Options are the streams of a remotecommand session. They must match the
@@ -51,6 +54,11 @@ func (e *ProtocolError) Error() string { return "v5 protocol error: " + e.msg }
 func protoErrf(format string, a ...any) error {
 	return &ProtocolError{msg: fmt.Sprintf(format, a...)}
 }
+
+// DialFunc opens a new upgraded connection to the runtime offering protocols
+// and returns it with the protocol the runtime chose. CRI streaming URLs are
+// single-use, so each call must come with a fresh URL.
+type DialFunc func(ctx context.Context, protocols []string) (net.Conn, string, error)
 
 // RuntimeProtocol is what kubestream speaks to runtimes: v4 is the newest
 // SPDY remotecommand protocol, the one with JSON status and exit codes.
@@ -93,7 +101,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 
 	if err := s.openRuntime(ctx, dial); err != nil {
 		st := internalError(err.Error())
-		var ue *UpgradeError
+		var ue *upgrade.Error
 		if errors.As(err, &ue) && ue.StatusCode < 500 {
 			st.Code = int32(ue.StatusCode)
 		}

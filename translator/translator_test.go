@@ -14,6 +14,8 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubestream/kubestream/internal/upgrade"
 )
 
 // serveWith runs ServeRemoteCommand behind an httptest server with dial as
@@ -80,7 +82,7 @@ func TestRuntimeLegTimeouts(t *testing.T) {
 			return a, RuntimeProtocol, nil
 		},
 		"runtime refuses": func(ctx context.Context, _ []string) (net.Conn, string, error) {
-			return nil, "", &UpgradeError{StatusCode: 404, Body: "token not found"}
+			return nil, "", &upgrade.Error{StatusCode: 404, Body: "token not found"}
 		},
 		"runtime speaks an older protocol": func(ctx context.Context, _ []string) (net.Conn, string, error) {
 			a, b := net.Pipe()

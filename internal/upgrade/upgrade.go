@@ -1,6 +1,7 @@
-// Package upgrade dials an HTTP/1.1 upgrade (SPDY/3.1 or WebSocket) to a
-// container runtime's streaming server and returns the raw connection after
-// its 101. Written by hand rather than through net/http's client or
+// Package upgrade is where kubestream dials a container runtime's streaming
+// server: the SPDY/3.1 upgrade (SPDY), the client's own WebSocket handshake
+// (WebSocket), and the HTTP/1.1 upgrade under both (Dial), each returning
+// the raw connection after the runtime's 101. Written by hand rather than through net/http's client or
 // k8s.io/streaming's round trippers because both the translator and the
 // direct WebSocket path need the raw bytes behind the 101, and the caller
 // must see a refusal (status and body) before deciding what to do with it.
@@ -9,7 +10,10 @@ package upgrade
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -156,4 +160,60 @@ func CloseWrite(conn net.Conn) error {
 		return cw.CloseWrite()
 	}
 	return conn.Close()
+}
+
+// SPDY dials a runtime streaming URL and performs the SPDY/3.1 upgrade
+// offering protocols (X-Stream-Protocol-Version, in preference order). It
+// returns the raw connection after the 101 and the protocol the runtime
+// chose: the translator and the relays need the bytes, not a parsed
+// spdystream connection.
+func SPDY(ctx context.Context, u *url.URL, tlsConfig *tls.Config, protocols []string) (net.Conn, string, error) {
+	h := http.Header{}
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "SPDY/3.1")
+	for _, p := range protocols {
+		h.Add("X-Stream-Protocol-Version", p)
+	}
+	conn, resp, err := Dial(ctx, u, tlsConfig, http.MethodPost, h)
+	if err != nil {
+		return nil, "", err
+	}
+	return conn, resp.Header.Get("X-Stream-Protocol-Version"), nil
+}
+
+// ErrUnusableHandshake is a runtime's 101 to a WebSocket offer that the
+// client would reject: another protocol, or an accept key not made from
+// the client's key.
+var ErrUnusableHandshake = errors.New("container runtime answered the WebSocket with an unusable handshake")
+
+// WebSocket offers a runtime streaming URL a client's WebSocket handshake
+// as it is — the client's own key and one protocol — so that the runtime's
+// 101 can be relayed to the client unchanged and the two connections
+// spliced. A 101 the client would reject is ErrUnusableHandshake.
+func WebSocket(ctx context.Context, u *url.URL, tlsConfig *tls.Config, key, protocol string) (net.Conn, error) {
+	h := http.Header{}
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+	h.Set("Sec-WebSocket-Version", "13")
+	h.Set("Sec-WebSocket-Key", key)
+	h.Set("Sec-WebSocket-Protocol", protocol)
+	conn, resp, err := Dial(ctx, u, tlsConfig, http.MethodGet, h)
+	if err != nil {
+		return nil, err
+	}
+	if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != protocol || resp.Header.Get("Sec-WebSocket-Accept") != AcceptKey(key) {
+		conn.Close()
+		return nil, fmt.Errorf("%w (protocol %q)", ErrUnusableHandshake, got)
+	}
+	return conn, nil
+}
+
+// websocketGUID is RFC 6455's key suffix for Sec-WebSocket-Accept.
+const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+// AcceptKey is the Sec-WebSocket-Accept for a client's key (RFC 6455
+// §4.2.2). Written out because gorilla keeps its own unexported.
+func AcceptKey(key string) string {
+	h := sha1.Sum([]byte(key + websocketGUID))
+	return base64.StdEncoding.EncodeToString(h[:])
 }
