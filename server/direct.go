@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/translator"
 )
@@ -84,7 +85,7 @@ var errRefused = errors.New("container runtime does not speak the protocol")
 // protocol, and returns errRefused.
 func (s *Server) refused(ctx context.Context, ss *session, msg string, kv ...any) error {
 	s.direct.record(ss.subresource, ss.protocol, false)
-	s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "refused").Inc()
+	ss.offered(false)
 	klog.FromContext(ctx).V(2).Info(msg, append(kv, "protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)...)
 	return errRefused
 }
@@ -112,7 +113,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		return err
 	}
 	s.direct.record(ss.subresource, ss.protocol, true)
-	s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, "accepted").Inc()
+	ss.offered(true)
 	ss.route = RouteDirect
 	ss.count()
 
@@ -134,17 +135,44 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	if err != nil {
 		rt.Close()
 		client.Close()
-		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+		ss.failed("session")
 		logger.V(2).Info("Client went away during the handshake", "err", err)
 		return nil
 	}
 	res := translator.Splice(ctx, upgrade.BufferedConn(client, brw.Reader), rt, ss.protocol, s.cfg.Translator)
-	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-up").Add(float64(res.BytesUp))
-	s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, "direct-down").Add(float64(res.BytesDown))
+	ss.carried("direct-up", res.BytesUp)
+	ss.carried("direct-down", res.BytesDown)
 	if res.RuntimeLost {
-		s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+		ss.failed("session")
 	}
 	logger.V(3).Info("Direct session ended", "bytesUp", res.BytesUp, "bytesDown", res.BytesDown,
 		"runtimeLost", res.RuntimeLost, "duration", time.Since(ss.start))
 	return nil
+}
+
+// offerDirect offers a candidate WebSocket to the runtime (tryDirect). ok is
+// true when kubestream must translate with the returned URL: the first one
+// if no offer was made, a fresh one if the runtime refused (its URL is
+// single-use). ok is false when the client has had its answer: the runtime
+// served the session, or failed.
+func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL,
+	newURL func(context.Context) (*url.URL, error)) (*url.URL, bool) {
+	if !ss.direct {
+		return u, true
+	}
+	err := s.tryDirect(w, r, ss, u)
+	switch {
+	case err == nil:
+		return nil, false
+	case !errors.Is(err, errRefused):
+		ss.fail(w, r, upgradeStatus(err), err)
+		return nil, false
+	}
+	ss.count()
+	u, err = newURL(r.Context())
+	if err != nil {
+		ss.fail(w, r, cri.HTTPStatus(err), err)
+		return nil, false
+	}
+	return u, true
 }

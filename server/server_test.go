@@ -13,7 +13,6 @@ import (
 
 	"github.com/gorilla/websocket"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubestream/kubestream/cri"

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/klog/v2"
+	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/translator"
+)
+
+// proxy passes the upgrade to the runtime, as a kubelet does: the runtime's
+// answer, 101 or an error, goes back to the client. SPDY sessions are
+// relayed frame by frame (relaySPDY); legacy WebSockets byte for byte.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
+	if ss.route == RouteProxiedSPDY {
+		s.relaySPDY(w, r, ss, u)
+		return
+	}
+	defer ss.running()()
+	var transport http.RoundTripper
+	if s.cfg.RuntimeTLS != nil {
+		transport = &http.Transport{TLSClientConfig: s.cfg.RuntimeTLS}
+	}
+	ctx, done := s.sessionContext(r.Context())
+	defer done()
+	h := proxy.NewUpgradeAwareHandler(u, transport, false, true, &responder{ss: ss})
+	h.ServeHTTP(&closeOnDone{ResponseWriter: w, ctx: ctx}, r)
+}
+
+// relaySPDY passes a SPDY upgrade to the runtime with the client's
+// protocol list and relays the session with translator.RelaySPDY, which
+// keeps the client's pings off the runtime and tells the client when the
+// runtime cut its session (issue: a slow reader lost output silently).
+func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
+	ctx := r.Context()
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
+	rt, proto, err := upgrade.SPDY(dctx, u, s.cfg.RuntimeTLS, r.Header.Values(httpstream.HeaderProtocolVersion))
+	cancel()
+	if err != nil {
+		var ue *upgrade.Error
+		if errors.As(err, &ue) {
+			// The runtime's own refusal goes back as it was, as a
+			// byte-for-byte proxy would have passed it.
+			ss.fail(w, r, ue.StatusCode, errors.New(strings.TrimSpace(ue.Body)))
+			return
+		}
+		ss.fail(w, r, upgradeStatus(err), err)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		rt.Close()
+		ss.fail(w, r, http.StatusInternalServerError, errors.New("connection cannot be hijacked"))
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		rt.Close()
+		klog.FromContext(ctx).V(2).Info("Hijacking the client connection failed", "err", err)
+		return
+	}
+	sctx, done := s.sessionContext(ctx)
+	defer done()
+	defer ss.running()()
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(conn, "HTTP/1.1 101 Switching Protocols\r\n%s: %s\r\n%s: %s\r\n%s: %s\r\n\r\n",
+		httpstream.HeaderConnection, httpstream.HeaderUpgrade, httpstream.HeaderUpgrade, "SPDY/3.1",
+		httpstream.HeaderProtocolVersion, proto); err != nil {
+		conn.Close()
+		rt.Close()
+		return
+	}
+	res := translator.RelaySPDY(sctx, upgrade.BufferedConn(conn, brw.Reader), rt, proto, s.cfg.Translator)
+	ss.carried("spdy-up", res.BytesUp)
+	ss.carried("spdy-down", res.BytesDown)
+	logger := klog.FromContext(ctx)
+	if res.Lost > 0 || res.Err != nil {
+		ss.failed("session")
+		logger.V(2).Info("SPDY session cut by the runtime's side", "err", res.Err, "errorStreamsTold", res.Lost)
+		return
+	}
+	logger.V(3).Info("SPDY session ended", "pingsAnswered", res.PingsAnswered, "duration", time.Since(ss.start))
+}
+
+// closeOnDone hands the upgrade handler the client connection and closes
+// it when ctx ends: the handler copies until one side closes, and
+// http.Server never closes a hijacked connection, so Shutdown needs this
+// to end passed-through sessions.
+type closeOnDone struct {
+	http.ResponseWriter
+	ctx context.Context
+}
+
+func (c *closeOnDone) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := c.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("connection cannot be hijacked")
+	}
+	conn, rw, err := h.Hijack()
+	if err == nil {
+		_ = conn.SetDeadline(time.Time{}) // the request's read deadline is not the session's
+		context.AfterFunc(c.ctx, func() { conn.Close() })
+	}
+	return conn, rw, err
+}
+
+// bufferedHijack hands gorilla's Upgrader the connection with what the HTTP
+// server had already buffered (a client may write its first frames in the
+// same write as its handshake) put back in front of it, and the server's
+// reader emptied onto that: kubestream's own frame reader reads the
+// connection gorilla returns (NetConn), so nothing may stay behind in a
+// buffer it never sees. gorilla still reuses the server's reader, so a
+// session costs no new buffer.
+type bufferedHijack struct{ http.ResponseWriter }
+
+func (b bufferedHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
+	if err != nil || brw.Reader.Buffered() == 0 {
+		return conn, brw, err
+	}
+	early, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	c := upgrade.PrefixConn(conn, early)
+	brw.Reader.Reset(c)
+	return c, brw, nil
+}
+
+type responder struct{ ss *session }
+
+func (e *responder) Error(w http.ResponseWriter, r *http.Request, err error) {
+	e.ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("proxying to container runtime: %w", err))
+}
