@@ -1,9 +1,3 @@
-// Package translator carries Kubernetes streaming sessions between a client's
-// WebSocket and a container runtime's SPDY/3.1 streaming server: v5
-// remotecommand (exec/attach) by translating channels into SPDY streams, and
-// port-forward by tunneling the client's SPDY bytes inside WebSocket binary
-// messages. It knows nothing of HTTP routing or CRI: its callers hand it an
-// upgraded WebSocket and a way to dial the runtime.
 package translator
 
 import "time"

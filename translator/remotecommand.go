@@ -154,7 +154,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.abort(nil)
 		s.wc.drain()
 		res.Err = fmt.Errorf("client message larger than %d bytes: %w", cfg.MaxMessageSize, readErr)
-	case !s.wc.finished.Load():
+	case !s.wc.closed():
 		// The client left (close frame, reset or silence) while the
 		// command still ran: stop the runtime side.
 		s.abort(nil)
@@ -275,7 +275,7 @@ func (s *rcSession) pumpOutputs() *metav1.Status {
 			err = s.forward(f)
 		}
 		if err != nil {
-			if !errors.Is(err, errGoAway) && !s.wc.finished.Load() {
+			if !errors.Is(err, errGoAway) && !s.wc.closed() {
 				s.logger.V(3).Info("Runtime connection ended", "err", err)
 			}
 			break
@@ -363,13 +363,11 @@ func (s *rcSession) readStatus(n int) error {
 // readLoop carries client frames to the runtime until the client closes,
 // the connection breaks or the client breaks the protocol.
 func (s *rcSession) readLoop() error {
-	defer close(s.wc.readDone)
 	for {
 		mt, r, err := s.wc.nextReader()
 		if err != nil {
 			return err
 		}
-		s.wc.extendReadDeadline()
 		if mt != websocket.BinaryMessage {
 			return protoErrf("text message; v5 carries binary messages only")
 		}
@@ -395,7 +393,6 @@ func (s *rcSession) handleMessage(r io.Reader, buf []byte) error {
 		}
 		return err
 	}
-	s.wc.activity.Add(1)
 	switch ch := buf[0]; ch {
 	case ChanStdin:
 		if !s.stdinOpen {

@@ -40,11 +40,7 @@ type SpliceResult struct {
 func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) SpliceResult {
 	var res SpliceResult
 	upDone := make(chan uint64, 1)
-	go func() {
-		n, _ := io.CopyBuffer(rt, client, make([]byte, cfg.BufferSize))
-		_ = upgrade.CloseWrite(rt)
-		upDone <- uint64(n)
-	}()
+	go func() { upDone <- spliceUp(client, rt, cfg.BufferSize) }()
 	closeBoth := func() { client.Close(); rt.Close() }
 	// Ending the session from here (the node shutting down) must not cut
 	// a frame in half, or the client could be told nothing: the reader is
@@ -133,6 +129,16 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	return res
 }
 
+// spliceUp copies the client's bytes to the runtime unchanged (the runtime
+// checks its frames itself) until the client's side ends, then half-closes
+// the runtime's. Its buffer is held for the session: the copy blocks in a
+// read with it, as io.CopyBuffer does.
+func spliceUp(client, rt net.Conn, size int) uint64 {
+	n, _ := io.CopyBuffer(rt, client, make([]byte, size))
+	_ = upgrade.CloseWrite(rt)
+	return uint64(n)
+}
+
 // endFrames tell the client why its session ended when the runtime could
 // not: a v5 status and a normal close, or for the tunnel (no status
 // channel) a close 1011 with the reason.
@@ -141,10 +147,7 @@ func endFrames(protocol, msg string) []byte {
 		out := serverFrame(nil, websocket.BinaryMessage, statusFrame(internalError(msg)))
 		return serverFrame(out, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
 	}
-	if len(msg) > 120 { // control frames carry at most 125 bytes
-		msg = msg[:120]
-	}
-	return serverFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, msg))
+	return serverFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, closeReason(msg)))
 }
 
 // serverFrame appends one unmasked, final frame to dst.

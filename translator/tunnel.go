@@ -59,62 +59,13 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 		rt.Close()
 	})
 
-	// Room for a whole data frame as spdystream writes them (32 KiB).
-	buf := make([]byte, spdyHeaderLen+cfg.BufferSize)
-	readErr := func() error {
-		defer close(wc.readDone)
-		// client-go writes each SPDY frame as several messages (header
-		// words, then payload); passing each on would cost a syscall and a
-		// TCP segment apiece. Bytes are held until they end a frame (or
-		// fill the buffer): the rest of a started frame is always on its
-		// way, so holding it never stalls the session.
-		var frames spdyBoundary
-		fill := 0
-		flush := func() error {
-			if fill == 0 {
-				return nil
-			}
-			if _, err := rt.Write(buf[:fill]); err != nil {
-				return fmt.Errorf("writing tunnel data to runtime: %w", err)
-			}
-			res.BytesUp += uint64(fill)
-			fill = 0
-			return nil
-		}
-		for {
-			mt, r, err := wc.nextReader()
-			if err != nil {
-				return err
-			}
-			wc.extendReadDeadline()
-			if mt != websocket.BinaryMessage {
-				return fmt.Errorf("tunnel carries binary messages only, got type %d", mt)
-			}
-			wc.activity.Add(1)
-			for {
-				n, err := r.Read(buf[fill:])
-				frames.feed(buf[fill : fill+n])
-				fill += n
-				if fill == len(buf) {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if frames.atBoundary() {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-	}()
-	if !wc.finished.Load() {
+	// Room for a whole data frame as spdystream writes them (32 KiB). Both
+	// buffers are held for the session rather than borrowed per frame
+	// (bufpool.go): each holds a frame's start across reads that block
+	// until the frame's rest arrives.
+	var readErr error
+	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdyHeaderLen+cfg.BufferSize))
+	if !wc.closed() {
 		code := websocket.CloseNormalClosure
 		if !peerClosed(readErr) {
 			res.Err = readErr
@@ -131,6 +82,61 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	rt.Close()
 	<-pumpDone
 	return res
+}
+
+// tunnelUp copies the client's messages to the runtime until the client's
+// side ends (its close, a broken connection, a message that is not binary),
+// returning the bytes carried and why it ended. It runs on the handler's
+// goroutine, which owns the client's read side.
+func tunnelUp(wc *wsConn, rt net.Conn, buf []byte) (up uint64, _ error) {
+	// client-go writes each SPDY frame as several messages (header
+	// words, then payload); passing each on would cost a syscall and a
+	// TCP segment apiece. Bytes are held until they end a frame (or
+	// fill the buffer): the rest of a started frame is always on its
+	// way, so holding it never stalls the session.
+	var frames spdyBoundary
+	fill := 0
+	flush := func() error {
+		if fill == 0 {
+			return nil
+		}
+		if _, err := rt.Write(buf[:fill]); err != nil {
+			return fmt.Errorf("writing tunnel data to runtime: %w", err)
+		}
+		up += uint64(fill)
+		fill = 0
+		return nil
+	}
+	for {
+		mt, r, err := wc.nextReader()
+		if err != nil {
+			return up, err
+		}
+		if mt != websocket.BinaryMessage {
+			return up, fmt.Errorf("tunnel carries binary messages only, got type %d", mt)
+		}
+		for {
+			n, err := r.Read(buf[fill:])
+			frames.feed(buf[fill : fill+n])
+			fill += n
+			if fill == len(buf) {
+				if err := flush(); err != nil {
+					return up, err
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return up, err
+			}
+		}
+		if frames.atBoundary() {
+			if err := flush(); err != nil {
+				return up, err
+			}
+		}
+	}
 }
 
 // tunnelDown copies the runtime's bytes to the client until the runtime's

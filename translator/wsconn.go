@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 )
@@ -28,14 +29,13 @@ type wsConn struct {
 	mu      sync.Mutex // guards writes and closing
 	closing bool       // a close frame was sent; no more data frames
 
-	// activity counts client and runtime data frames; the keepalive timer
-	// compares it between ticks to find idle sessions without a clock read
-	// per frame.
+	// activity counts reads of client payload and writes of data frames;
+	// the keepalive timer compares it between ticks to find idle sessions
+	// without a clock read per frame.
 	activity atomic.Uint64
-	finished atomic.Bool // closing set; read by handlers without the lock
+	finished atomic.Bool // closing set; read without the lock (closed)
 
-	readDone chan struct{} // closed by the owner when its read loop ended
-	timer    *time.Timer
+	timer *time.Timer
 
 	// Deadlines are moved at most once a second: setting one costs a
 	// timer update in the runtime poller, too much to pay per frame for a
@@ -52,7 +52,7 @@ type wsConn struct {
 func slack(window time.Duration) time.Duration { return min(time.Second, window/4) }
 
 func newWSConn(ws *websocket.Conn, cfg *Config) *wsConn {
-	c := &wsConn{ws: ws, cfg: cfg, readDone: make(chan struct{})}
+	c := &wsConn{ws: ws, cfg: cfg}
 	c.extendReadDeadline()
 	return c
 }
@@ -146,10 +146,7 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 		_ = c.ws.SetWriteDeadline(deadline)
 		_ = c.ws.WriteMessage(websocket.BinaryMessage, last)
 	}
-	if len(reason) > 120 { // control frames carry at most 125 bytes
-		reason = reason[:120]
-	}
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline)
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, closeReason(reason)), deadline)
 	// The read loop sees the peer's close reply, or this deadline. Taken
 	// under rdmu, after finished is set, so no extension can undo it.
 	c.rdmu.Lock()
@@ -188,6 +185,25 @@ func (c *wsConn) shutdown() {
 	c.finished.Store(true)
 	c.mu.Unlock()
 	_ = c.ws.Close()
+}
+
+// closed reports whether the session sent its close frame: from then on
+// only the peer's close, or the grace, is awaited.
+func (c *wsConn) closed() bool { return c.finished.Load() }
+
+// closeReason cuts a close frame's reason to what a control frame can carry
+// (125 bytes, 2 of them the code) at a UTF-8 boundary, so the peer's
+// reader, which must check it is UTF-8, does not fail on our own cut.
+func closeReason(reason string) string {
+	const max = 123
+	if len(reason) <= max {
+		return reason
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut]
 }
 
 func isTimeout(err error) bool {

@@ -96,6 +96,9 @@ func (c *wsConn) nextReader() (int, io.Reader, error) {
 			return 0, nil, c.fail(frameErrf("continuation frame without a message"))
 		case opText, opBinary:
 			r.inMessage = true
+			// A data message proves the peer alive: the session's read
+			// deadline moves on (control frames move it in control).
+			c.extendReadDeadline()
 			return op, msgReader{c}, nil
 		}
 	}
@@ -285,6 +288,9 @@ func (c *wsConn) readPayload(p []byte) (int, error) {
 		}
 	}
 	n, err := c.readRaw(p)
+	if n > 0 {
+		c.activity.Add(1) // client data: the session is not idle
+	}
 	if err != nil {
 		return n, c.fail(cutShort(err))
 	}

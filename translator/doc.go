@@ -1,0 +1,42 @@
+// Package translator carries Kubernetes streaming sessions between a
+// client's connection and a container runtime's streaming server, once both
+// are upgraded: v5 remotecommand (exec, attach) translated into SPDY/3.1
+// streams (ServeRemoteCommand), port-forward's SPDY carried inside
+// WebSocket messages (ServeTunnel), a WebSocket spliced to a runtime that
+// speaks it (Splice), and SPDY relayed frame by frame (RelaySPDY). It knows
+// nothing of HTTP routing or CRI: its callers hand it upgraded connections
+// and a way to dial the runtime.
+//
+// # Goroutines
+//
+// Each session runs on two goroutines, and every byte has one owner:
+//
+//   - The caller's goroutine (the HTTP handler) owns the client's read
+//     side: the hand-written WebSocket reader (wsread.go) in ServeTunnel
+//     and ServeRemoteCommand's readLoop, which also writes what it reads to
+//     the runtime; the client-to-runtime copy in Splice (spliceUp runs on a
+//     goroutine of its own there) and RelaySPDY's up copier (likewise).
+//   - One goroutine per session owns the runtime's read side and writes
+//     what it reads to the client: pumpOutputs for remotecommand (the
+//     handler opens the runtime's streams, then hands the runtime reader to
+//     it at `go pumpOutputs`), tunnelDown, Splice's and RelaySPDY's down
+//     copiers.
+//   - Writes to a client's WebSocket go through wsConn, whose mutex lets
+//     one writer at a time at gorilla's connection (gorilla's rule); writes
+//     to the runtime's SPDY connection go through spdyConn's mutex, a frame
+//     at a time. RelaySPDY's copiers share one mutex for the client's side.
+//   - The keepalive (a time.AfterFunc, no parked goroutine) pings and ends
+//     idle sessions; a context.AfterFunc ends sessions when the node shuts
+//     down.
+//
+// A function here returns only when both goroutines have ended and both
+// connections are closed.
+//
+// # Limits
+//
+// Memory per session is bounded: every copy goes through one buffer per
+// direction of Config.BufferSize (borrowed per frame where a session can sit
+// idle, see bufpool.go), a client message is at most Config.MaxMessageSize
+// (larger ends the session with close 1009), a resize object waiting for
+// its end at most 4 KiB, the runtime's status 64 KiB, and nothing queues.
+package translator
