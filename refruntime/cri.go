@@ -5,10 +5,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	upstream "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
-
-	"github.com/kubestream/kubestream/translator"
 )
 
 // The RuntimeService methods a kubelet's streaming needs; the rest answer
@@ -158,7 +157,7 @@ func (r *Runtime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runti
 // issued tells the WebSocket front (if any) which streams a URL is for.
 func (r *Runtime) issued(url string, stdin, stdout, stderr, tty bool) {
 	if r.wsFront != nil {
-		r.wsFront.remember(url, translator.Options{Stdin: stdin, Stdout: stdout, Stderr: stderr, TTY: tty})
+		r.wsFront.remember(url, upstream.Options{Stdin: stdin, Stdout: stdout, Stderr: stderr, Tty: tty})
 	}
 }
 
