@@ -6,12 +6,13 @@ import (
 	"net/url"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 )
 
-// Streams are the standard streams a remotecommand session asks for.
-type Streams struct {
-	Stdin, Stdout, Stderr, TTY bool
-}
+// Streams are the streams of a remotecommand session, as the kubelet API
+// request names them and the CRI request must repeat them. One type serves
+// the whole path: cri-streaming's, which parses them from the request.
+type Streams = remotecommandserver.Options
 
 // URLSource turns a kubelet API request into a runtime streaming URL; each
 // call returns a fresh single-use one. ByLookup is the standalone source; a

@@ -11,7 +11,6 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
-	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/translator"
 )
@@ -40,7 +39,7 @@ func (s *Server) remoteCommand(sub string) func(*http.Request) (target, error) {
 		if err := checkNames(pod, container, true); err != nil {
 			return target{}, err
 		}
-		streams := cri.Streams{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, TTY: opts.TTY}
+		streams := *opts
 		return target{
 			newURL: func(ctx context.Context) (*url.URL, error) {
 				if sub == Exec {
@@ -50,8 +49,7 @@ func (s *Server) remoteCommand(sub string) func(*http.Request) (target, error) {
 			},
 			logKV: []any{"pod", pod.String(), "container", container},
 			carry: func(w http.ResponseWriter, r *http.Request, ss *session, first *url.URL, newURL func(context.Context) (*url.URL, error)) {
-				s.translate(w, r, ss, first, newURL, translator.Options{
-					Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, TTY: opts.TTY})
+				s.translate(w, r, ss, first, newURL, streams)
 			},
 		}, nil
 	}

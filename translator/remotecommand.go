@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
@@ -19,10 +20,9 @@ import (
 
 // Options are the streams of a remotecommand session. They must match the
 // CRI request the runtime URL was issued for: the runtime waits for exactly
-// these streams.
-type Options struct {
-	Stdin, Stdout, Stderr, TTY bool
-}
+// these streams. The type is cri-streaming's, as the kubelet API request
+// and the CRI request use it.
+type Options = remotecommandserver.Options
 
 // Channels of the v5 protocol, by index into Result.Bytes.
 const (

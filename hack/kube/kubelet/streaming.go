@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
-	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	kubeletserver "k8s.io/kubernetes/pkg/kubelet/server"
@@ -68,8 +67,7 @@ func (h hostURLs) ExecURL(ctx context.Context, ref cri.PodRef, container string,
 	if err != nil {
 		return nil, err
 	}
-	u, err := h.host.GetExec(ctx, name, uid, container, cmd, remotecommandserver.Options{
-		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, TTY: s.TTY})
+	u, err := h.host.GetExec(ctx, name, uid, container, cmd, s)
 	return u, cri.Classify(err)
 }
 
@@ -78,8 +76,7 @@ func (h hostURLs) AttachURL(ctx context.Context, ref cri.PodRef, container strin
 	if err != nil {
 		return nil, err
 	}
-	u, err := h.host.GetAttach(ctx, name, uid, container, remotecommandserver.Options{
-		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, TTY: s.TTY})
+	u, err := h.host.GetAttach(ctx, name, uid, container, s)
 	return u, cri.Classify(err)
 }
 
