@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/internal/crifixture"
 	"github.com/kubestream/kubestream/refruntime"
 )
 
@@ -55,7 +55,7 @@ func setupBackend() error {
 	}
 	for _, p := range containerdPods() {
 		p.Image, p.LogDir = image, rt.logDir+"/"+p.Name
-		id, err := app.RunPod(ctx, c.Runtime(), p)
+		id, err := crifixture.RunPod(ctx, c.Runtime(), p)
 		if id != "" {
 			rt.sandboxes = append(rt.sandboxes, id)
 		}
@@ -68,12 +68,12 @@ func setupBackend() error {
 
 // containerdPods mirrors testPods for a real runtime (host network), plus
 // netns: a pod with a network namespace of its own.
-func containerdPods() []app.CRIPod {
-	var out []app.CRIPod
+func containerdPods() []crifixture.Pod {
+	var out []crifixture.Pod
 	for _, p := range testPods {
-		out = append(out, app.CRIPod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, HostNetwork: true, Containers: p.Containers})
+		out = append(out, crifixture.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, HostNetwork: true, Containers: p.Containers})
 	}
-	return append(out, app.CRIPod{Namespace: "default", Name: "netns", UID: "uid-netns", Containers: []refruntime.ContainerSpec{
+	return append(out, crifixture.Pod{Namespace: "default", Name: "netns", UID: "uid-netns", Containers: []refruntime.ContainerSpec{
 		{Name: "server", Command: []string{"nc", "-ll", "-p", strconv.Itoa(netnsEchoPort), "-e", "/bin/cat"}},
 	}})
 }
@@ -86,7 +86,7 @@ func teardownBackend() {
 	}
 	ctx := context.Background()
 	for _, id := range rt.sandboxes {
-		app.RemovePod(ctx, rt.criClient.Runtime(), id)
+		crifixture.RemovePod(ctx, rt.criClient.Runtime(), id)
 	}
 	rt.criClient.Close()
 	os.RemoveAll(rt.logDir)

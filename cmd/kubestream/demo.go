@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/internal/crifixture"
 	"github.com/kubestream/kubestream/internal/pki"
 	"github.com/kubestream/kubestream/refruntime"
 )
@@ -91,13 +92,13 @@ func demoPod(ctx context.Context, endpoint, image, dir string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := app.RunPod(ctx, c.Runtime(), app.CRIPod{
+	id, err := crifixture.RunPod(ctx, c.Runtime(), crifixture.Pod{
 		Namespace: "default", Name: "demo", UID: "kubestream-demo", HostNetwork: true, Image: image, LogDir: dir,
 		Containers: []refruntime.ContainerSpec{{Name: "app", Command: []string{"/bin/sh"}, Stdin: true}},
 	})
 	remove := func() {
 		if id != "" {
-			app.RemovePod(context.Background(), c.Runtime(), id)
+			crifixture.RemovePod(context.Background(), c.Runtime(), id)
 		}
 		c.Close()
 	}

@@ -1,4 +1,7 @@
-package app
+// Package crifixture starts pods on a real CRI runtime the way a kubelet
+// would, with the kubelet's labels, for the demo and the e2e suite; a node
+// never uses it.
+package crifixture
 
 import (
 	"context"
@@ -10,10 +13,10 @@ import (
 	"github.com/kubestream/kubestream/refruntime"
 )
 
-// CRIPod is a pod to start on a real runtime the way a kubelet would, with
+// Pod is a pod to start on a real runtime the way a kubelet would, with
 // the kubelet's labels, so kubestream (or any kubelet-API client) finds it.
 // The demo and the e2e suite use it; a node never does.
-type CRIPod struct {
+type Pod struct {
 	Namespace, Name, UID string
 	// HostNetwork shares the node's network namespace; no hostname is set
 	// then, since runc refuses one without a private UTS namespace.
@@ -25,7 +28,7 @@ type CRIPod struct {
 
 // RunPod creates the sandbox and starts every container; it returns the
 // sandbox ID even on a partial failure so the caller can remove it.
-func RunPod(ctx context.Context, rs runtimeapi.RuntimeServiceClient, p CRIPod) (string, error) {
+func RunPod(ctx context.Context, rs runtimeapi.RuntimeServiceClient, p Pod) (string, error) {
 	labels := map[string]string{
 		kubetypes.KubernetesPodNamespaceLabel: p.Namespace,
 		kubetypes.KubernetesPodNameLabel:      p.Name,
