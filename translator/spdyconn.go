@@ -38,20 +38,6 @@ type spdyConn struct {
 	rbuf       [spdyHeaderLen]byte // scratch of the single reader; a field so nothing escapes per frame
 }
 
-const (
-	spdyControlBit   = 0x80
-	spdyVersion      = 3
-	spdyTypeSynStrm  = 1
-	spdyTypeSynReply = 2
-	spdyTypeRst      = 3
-	spdyTypePing     = 6
-	spdyTypeGoAway   = 7
-	spdyTypeHeaders  = 8
-	spdyFlagFin      = 0x01
-	spdyHeaderLen    = 8
-	spdyMaxData      = 1<<24 - 1
-)
-
 // zlibPrefix is the zlib stream header (CMF, FLG with FDICT, and the
 // Adler-32 of SPDY/3's header dictionary) that must open every header
 // stream. It is taken from spdystream's own framer so the dictionary lives
@@ -123,7 +109,7 @@ func (c *spdyConn) writeData(id uint32, buf []byte, fin bool) error {
 	if n < 0 || n > spdyMaxData {
 		return fmt.Errorf("SPDY data frame of %d bytes", n)
 	}
-	binary.BigEndian.PutUint32(buf[0:4], id&0x7fffffff)
+	binary.BigEndian.PutUint32(buf[0:4], id&0x7fffffff) // a data frame: the control bit clear
 	buf[4] = 0
 	if fin {
 		buf[4] = spdyFlagFin
@@ -184,13 +170,13 @@ func (c *spdyConn) next() (frame, error) {
 		if err := c.readFull(h); err != nil {
 			return frame{}, err
 		}
-		f := frame{flags: h[4], length: int(h[5])<<16 | int(h[6])<<8 | int(h[7])}
+		f := frame{flags: h[4], length: spdyLength(h)}
 		if h[0]&spdyControlBit == 0 {
-			f.id = binary.BigEndian.Uint32(h[0:4]) & 0x7fffffff
+			f.id = spdyStreamID(h)
 			return f, nil
 		}
 		f.control = true
-		f.typ = uint16(h[2])<<8 | uint16(h[3])
+		f.typ = spdyControlType(h)
 		switch f.typ {
 		case spdyTypeSynReply, spdyTypeRst:
 			if f.length < 4 {
@@ -199,7 +185,7 @@ func (c *spdyConn) next() (frame, error) {
 			if err := c.readFull(h[:4]); err != nil {
 				return f, err
 			}
-			f.id = binary.BigEndian.Uint32(h[:4]) & 0x7fffffff
+			f.id = spdyStreamID(h)
 			// The rest (the reply's compressed headers, the reset's
 			// status) is of no use to a client that never reads headers,
 			// so the decompressor's state need not be kept either.

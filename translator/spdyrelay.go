@@ -161,14 +161,14 @@ func (r *spdyRelay) up() {
 			if r.runtimeEnded.Load() {
 				r.extendClientDeadline()
 			}
-			n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
+			n := spdyLength(h)
 			if h[0]&spdyControlBit == 0 {
 				if _, err := r.copyFrame(r.rt, br, buf, n, &r.res.BytesUp, nil); err != nil {
 					return err
 				}
 				continue
 			}
-			typ := binary.BigEndian.Uint16(h[2:4])
+			typ := spdyControlType(h)
 			switch {
 			case typ == spdyTypePing && n == 4:
 				if _, err := io.ReadFull(br, buf[spdyHeaderLen:spdyHeaderLen+4]); err != nil {
@@ -196,7 +196,7 @@ func (r *spdyRelay) up() {
 				if _, err := io.ReadFull(br, buf[spdyHeaderLen:spdyHeaderLen+8]); err != nil {
 					return err
 				}
-				r.closeErrStream(binary.BigEndian.Uint32(buf[spdyHeaderLen:]) & 0x7fffffff)
+				r.closeErrStream(spdyStreamID(buf[spdyHeaderLen:]))
 				if _, err := r.rt.Write(buf[:spdyHeaderLen+8]); err != nil {
 					return err
 				}
@@ -305,17 +305,17 @@ func (r *spdyRelay) down() error {
 			}
 			return err
 		}
-		n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
+		n := spdyLength(h[:])
 		var ends uint32 // an error stream this frame closes
 		if h[0]&spdyControlBit == 0 {
 			if h[4]&spdyFlagFin != 0 {
-				ends = binary.BigEndian.Uint32(h[:4]) & 0x7fffffff
+				ends = spdyStreamID(h[:])
 			}
-		} else if typ := binary.BigEndian.Uint16(h[2:4]); typ == spdyTypeRst || (typ == spdyTypeSynReply && h[4]&spdyFlagFin != 0) {
+		} else if typ := spdyControlType(h[:]); typ == spdyTypeRst || (typ == spdyTypeSynReply && h[4]&spdyFlagFin != 0) {
 			// Both carry the stream ID first; it must be read before the
 			// frame goes out, so it is peeked.
 			if id, err := br.Peek(4); err == nil && n >= 4 {
-				ends = binary.BigEndian.Uint32(id) & 0x7fffffff
+				ends = spdyStreamID(id)
 			}
 		}
 		bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)

@@ -2,7 +2,6 @@ package translator
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -150,25 +149,10 @@ func endFrames(protocol, msg string) []byte {
 	return serverFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, closeReason(msg)))
 }
 
-// serverFrame appends one unmasked, final frame to dst.
-func serverFrame(dst []byte, op int, payload []byte) []byte {
-	dst = append(dst, 0x80|byte(op))
-	switch n := len(payload); {
-	case n < 126:
-		dst = append(dst, byte(n))
-	case n < 1<<16:
-		dst = append(dst, 126, byte(n>>8), byte(n))
-	default:
-		dst = append(dst, 127)
-		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
-	}
-	return append(dst, payload...)
-}
-
 // frameFollower tracks frame boundaries in a server-to-client byte stream
 // without copying it.
 type frameFollower struct {
-	hdr      [14]byte
+	hdr      [wsMaxHeader]byte
 	hdrLen   int   // header bytes seen of the frame starting now
 	left     int64 // payload bytes of the current frame still to come
 	sawClose bool
@@ -200,29 +184,11 @@ func (f *frameFollower) follow(b []byte) {
 		if f.hdrLen < 2 {
 			continue
 		}
-		need := 2
-		switch f.hdr[1] & 0x7f {
-		case 126:
-			need = 4
-		case 127:
-			need = 10
-		}
-		if f.hdr[1]&0x80 != 0 {
-			need += 4 // a masked server frame is a protocol error, but count it right
-		}
-		if f.hdrLen < need {
+		if f.hdrLen < wsHeaderLen(f.hdr[1]) { // a masked server frame is a protocol error, but counted right
 			continue
 		}
-		var n int64
-		switch f.hdr[1] & 0x7f {
-		case 126:
-			n = int64(binary.BigEndian.Uint16(f.hdr[2:]))
-		case 127:
-			n = int64(binary.BigEndian.Uint64(f.hdr[2:]) & (1<<63 - 1))
-		default:
-			n = int64(f.hdr[1] & 0x7f)
-		}
-		if int(f.hdr[0]&0x0f) == websocket.CloseMessage {
+		n := int64(wsPayloadLen(f.hdr[:f.hdrLen]) & (1<<63 - 1))
+		if int(f.hdr[0]&wsOpcodeMask) == websocket.CloseMessage {
 			f.sawClose = true
 		}
 		f.left, f.hdrLen = n, 0

@@ -170,32 +170,3 @@ func tunnelDown(wc *wsConn, rt net.Conn, buf []byte) (uint64, error) {
 		}
 	}
 }
-
-// spdyBoundary follows SPDY frame boundaries in a byte stream. Every SPDY
-// frame, control or data, has its 24-bit length in bytes 5-7 of its 8-byte
-// header.
-type spdyBoundary struct {
-	hdr  [spdyHeaderLen]byte
-	nhdr int // header bytes of the current frame seen so far
-	rem  int // payload bytes of the current frame still to come
-}
-
-func (b *spdyBoundary) feed(p []byte) {
-	for len(p) > 0 {
-		if b.rem > 0 {
-			k := min(b.rem, len(p))
-			b.rem -= k
-			p = p[k:]
-			continue
-		}
-		k := copy(b.hdr[b.nhdr:], p)
-		b.nhdr += k
-		p = p[k:]
-		if b.nhdr == spdyHeaderLen {
-			b.rem = int(b.hdr[5])<<16 | int(b.hdr[6])<<8 | int(b.hdr[7])
-			b.nhdr = 0
-		}
-	}
-}
-
-func (b *spdyBoundary) atBoundary() bool { return b.nhdr == 0 && b.rem == 0 }

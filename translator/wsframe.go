@@ -1,0 +1,89 @@
+package translator
+
+import "encoding/binary"
+
+// The RFC 6455 §5.2 frame header, named once for the client reader
+// (wsread.go), the splice's frame follower and the frames the node writes
+// itself (splice.go).
+const (
+	wsFin        = 0x80 // byte 0: the message's last frame
+	wsRSV        = 0x70 // byte 0: extension bits, none negotiated
+	wsOpcodeMask = 0x0f // byte 0
+	wsMaskBit    = 0x80 // byte 1: the payload is masked (clients must)
+	wsLenMask    = 0x7f // byte 1: a length, or one of the two below
+	wsLen16      = 126  // the length follows in 2 bytes
+	wsLen64      = 127  // the length follows in 8 bytes
+	wsMaskLen    = 4
+	wsMaxHeader  = 2 + 8 + wsMaskLen
+	wsMaxControl = 125 // a control frame's payload
+)
+
+// wsHeaderLen is the length of a frame header whose second byte is b1.
+func wsHeaderLen(b1 byte) int {
+	n := 2
+	switch b1 & wsLenMask {
+	case wsLen16:
+		n += 2
+	case wsLen64:
+		n += 8
+	}
+	if b1&wsMaskBit != 0 {
+		n += wsMaskLen
+	}
+	return n
+}
+
+// wsPayloadLen is the payload length a complete header announces, as the
+// wire has it (a 64-bit length may have its top bit set; callers refuse
+// that).
+func wsPayloadLen(h []byte) uint64 {
+	switch h[1] & wsLenMask {
+	case wsLen16:
+		return uint64(binary.BigEndian.Uint16(h[2:]))
+	case wsLen64:
+		return binary.BigEndian.Uint64(h[2:])
+	}
+	return uint64(h[1] & wsLenMask)
+}
+
+// serverFrame appends one unmasked, final frame to dst.
+func serverFrame(dst []byte, op int, payload []byte) []byte {
+	dst = append(dst, wsFin|byte(op))
+	switch n := len(payload); {
+	case n <= wsMaxControl:
+		dst = append(dst, byte(n))
+	case n < 1<<16:
+		dst = append(dst, wsLen16, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, wsLen64)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+	}
+	return append(dst, payload...)
+}
+
+// unmask XORs b with the 4-byte key starting at key position pos and returns
+// the position after it. Unrolled to 32 bytes a step: three times the speed
+// of an 8-byte loop, and faster than gorilla's word loop, with no unsafe.
+func unmask(key [4]byte, pos int, b []byte) int {
+	if len(b) >= 64 {
+		var k [8]byte
+		for i := range k {
+			k[i] = key[(pos+i)&3]
+		}
+		k8 := binary.LittleEndian.Uint64(k[:])
+		n := len(b) &^ 31
+		for i := 0; i < n; i += 32 {
+			c := b[i : i+32 : i+32]
+			binary.LittleEndian.PutUint64(c[0:], binary.LittleEndian.Uint64(c[0:])^k8)
+			binary.LittleEndian.PutUint64(c[8:], binary.LittleEndian.Uint64(c[8:])^k8)
+			binary.LittleEndian.PutUint64(c[16:], binary.LittleEndian.Uint64(c[16:])^k8)
+			binary.LittleEndian.PutUint64(c[24:], binary.LittleEndian.Uint64(c[24:])^k8)
+		}
+		b = b[n:]
+	}
+	for i := range b {
+		b[i] ^= key[pos&3]
+		pos++
+	}
+	return pos & 3
+}
