@@ -17,9 +17,11 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // as in cmd/kubelet
 	"k8s.io/kubernetes/cmd/kubelet/app"
 	kubeletserver "k8s.io/kubernetes/pkg/kubelet/server"
+
+	kubeletadapter "github.com/kubestream/kubestream/kubelet"
 )
 
 func main() {
-	kubeletserver.NewStreamingHandler = newStreamingHandler
+	kubeletserver.NewStreamingHandler = kubeletadapter.NewStreamingHandler
 	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
 }

@@ -1,4 +1,10 @@
-package main
+// Package kubeletadapter links kubestream into a kubelet: NewStreamingHandler
+// builds kubestream's server on the kubelet's own pieces, for the kubelet's
+// NewStreamingHandler hook (hack/kube/kubelet/server.go.patch adds it to
+// pkg/kubelet/server). It is a module of its own so that kubestream's
+// go.mod never depends on k8s.io/kubernetes; an embedder or an upstream
+// change needs this file and the hook, nothing else.
+package kubeletadapter
 
 import (
 	"context"
@@ -23,7 +29,7 @@ type streamingHandler struct{ *server.Server }
 
 func (h streamingHandler) MetricsHandler() http.Handler { return h.Metrics().Handler() }
 
-// newStreamingHandler builds kubestream on the kubelet's own pieces: its
+// NewStreamingHandler builds kubestream on the kubelet's own pieces: its
 // pod manager and CRI calls through HostInterface, its feature gate (so
 // ExtendWebSocketsToKubelet means the same for both), and its
 // authentication and authorization. The kubelet's filter has run before any
@@ -32,7 +38,7 @@ func (h streamingHandler) MetricsHandler() http.Handler { return h.Metrics().Han
 // with the kubelet's own attributes and verb create, so get nodes/proxy
 // alone cannot exec. --streaming-authorization-verb-by-method has no
 // kubelet equivalent; the create check is always on here.
-func newStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface) (http.Handler, error) {
+func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface) (http.Handler, error) {
 	cfg := server.Config{
 		URLs:     hostURLs{host},
 		Features: utilfeature.DefaultFeatureGate,
