@@ -171,7 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		l.Close()
 		return nil, fmt.Errorf("creating runtime streaming server: %w", err)
 	}
-	var handler http.Handler = refuseQuietly(r.streaming)
+	var handler http.Handler = r.streaming
 	if opts.WebSockets {
 		r.wsFront = newWebSocketFront(r.streaming, cfg.BaseURL, r.logger)
 		handler = r.wsFront

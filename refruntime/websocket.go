@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,30 +90,4 @@ type errResponder struct{}
 
 func (errResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
 	http.Error(w, err.Error(), http.StatusNotFound)
-}
-
-// refuseQuietly answers a WebSocket offering none of cri-streaming's
-// protocols (v5, the port-forward tunnel) with the 403 cri-streaming would
-// give, before cri-streaming sees it: cri-streaming refuses the same way but
-// also logs an "Unhandled Error" for every such offer, which is how every
-// session kubestream offers to a runtime first begins, and would be the
-// first error line a newcomer sees in `make run`.
-func refuseQuietly(next http.Handler) http.Handler {
-	known := []string{"", "channel.k8s.io", "base64.channel.k8s.io", "v4.channel.k8s.io", "v4.base64.channel.k8s.io"}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if wsstream.IsWebSocketRequest(r) {
-			offered := r.Header.Values("Sec-WebSocket-Protocol")
-			ok := len(offered) == 0
-			for _, v := range offered {
-				for _, p := range strings.Split(v, ",") {
-					ok = ok || slices.Contains(known, strings.TrimSpace(p))
-				}
-			}
-			if !ok {
-				http.Error(w, "unable to upgrade: none of the offered WebSocket protocols is supported", http.StatusForbidden)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -65,7 +65,7 @@ func newDemo() *cobra.Command {
 				strings.NewReader("hello over v5.channel.k8s.io\n"), os.Stdout, os.Stdout)
 			fmt.Printf("→ exec ended with: %v (exit code 3 expected: it travelled back on v5 channel 3)\n", err)
 			fmt.Printf("→ offered to the runtime unchanged first: %s\n", metricSummary(run, "kubestream_runtime_websocket_offers_total"))
-			fmt.Printf("  (the reference runtime, like containerd, refuses v5 with 403; the refusal is remembered for --runtime-websocket-recheck-period)\n")
+			fmt.Printf("  (the reference runtime, like containerd, refuses v5: that is its error line above; the refusal is remembered)\n")
 			fmt.Printf("→ route taken: %s\n\n", metricSummary(run, "kubestream_streaming_requests_total"))
 			if exit {
 				return nil
