@@ -251,26 +251,3 @@ func TestSlowReaderAttach(t *testing.T) {
 	}
 	n.waitIdle(15 * time.Second)
 }
-
-// TestSlowReaderLegacyWebSocket measures the legacy WebSocket pass-through
-// (v4.channel.k8s.io, passed to the runtime byte for byte) with a slow
-// reader over a session long enough for client-go's 5 s WebSocket pings:
-// the runtime's WebSocket server reads its socket on a goroutine of its
-// own, so nothing the client sends is left unread and nothing is lost.
-func TestSlowReaderLegacyWebSocket(t *testing.T) {
-	n := startNode(t)
-	size := 12 * slowReaderRate // 6 s at the default rate: past the first ping
-	for i := 0; i < 2; i++ {
-		exec, err := remotecommand.NewWebSocketExecutorForProtocols(n.restConfig(), http.MethodGet,
-			n.execURL("exec", "demo", "app", false, false, slowCommand(size)...), "v4.channel.k8s.io")
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := n.requests("exec", "proxied-websocket")
-		slowExec(t, exec, size)
-		if n.requests("exec", "proxied-websocket") != before+1 {
-			t.Fatal("the session did not take the legacy pass-through")
-		}
-	}
-	n.waitIdle(10 * time.Second)
-}
