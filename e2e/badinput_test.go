@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -261,14 +262,17 @@ func TestMalformedHandshakeSpendsNoRuntimeURL(t *testing.T) {
 // terminal instead of ending the session with a 400.
 func TestResizeSplitAcrossMessages(t *testing.T) {
 	n := startNode(t)
-	c := n.v5Conn(t, "command=sh&command=-c&command=read+x%3B+stty+size&input=1&output=1&tty=1")
-	for _, m := range [][]byte{[]byte("\x04{\"Width\":1"), []byte("\x0423,\"Height\":45}"), []byte("\x00go\n")} {
+	// The size lands a moment after the shell starts (containerd 1.6 is the
+	// slowest): poll for it, as TestResizeAndTTY does.
+	script := `for i in $(seq 100); do s=$(stty size 2>/dev/null); [ "$s" = "45 123" ] && break; sleep 0.05; done; echo "size=$s"`
+	c := n.v5Conn(t, "command=sh&command=-c&command="+url.QueryEscape(script)+"&input=1&output=1&tty=1")
+	for _, m := range [][]byte{[]byte("\x04{\"Width\":1"), []byte("\x0423,\"Height\":45}")} {
 		if err := c.WriteMessage(websocket.BinaryMessage, m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	st, _, out := readUntilClose(t, c)
-	if st == nil || st.Status != metav1.StatusSuccess || !strings.Contains(out, "45 123") {
+	if st == nil || st.Status != metav1.StatusSuccess || !strings.Contains(out, "size=45 123") {
 		t.Fatalf("status %+v, output %q; want success and stty size 45 123", st, out)
 	}
 	n.waitIdle(10 * time.Second)

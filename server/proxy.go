@@ -23,8 +23,12 @@ import (
 // answer, 101 or an error, goes back to the client. SPDY sessions are
 // relayed frame by frame (relaySPDY); legacy WebSockets byte for byte.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
-	if ss.route == RouteProxiedSPDY {
+	switch ss.route {
+	case RouteProxiedSPDY:
 		s.relaySPDY(w, r, ss, u)
+		return
+	case RouteProxiedWebSocket:
+		s.relayWebSocket(w, r, ss, u)
 		return
 	}
 	defer ss.running()()
@@ -139,4 +143,47 @@ type responder struct{ ss *session }
 
 func (e *responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	e.ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("proxying to container runtime: %w", err))
+}
+
+// relayWebSocket passes a legacy WebSocket (v4.channel.k8s.io and older, or
+// v5 with the gate off) to the runtime with the client's own handshake and
+// splices the two (translator.Splice): the runtime's answer, 101 or a
+// refusal, reaches the client as it was, and after the runtime's bare close
+// the client closes first, so a slow reader's unread output is not reset.
+func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
+	ctx := r.Context()
+	key := r.Header.Get("Sec-WebSocket-Key")
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
+	rt, proto, err := upgrade.WebSocketOffer(dctx, u, s.cfg.RuntimeTLS, key, headerList(r.Header, "Sec-WebSocket-Protocol"))
+	cancel()
+	if err != nil {
+		var ue *upgrade.Error
+		if errors.As(err, &ue) {
+			ss.fail(w, r, ue.StatusCode, errors.New(strings.TrimSpace(ue.Body)))
+			return
+		}
+		ss.fail(w, r, upgradeStatus(err), err)
+		return
+	}
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		rt.Close()
+		ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
+		return
+	}
+	_ = client.SetDeadline(time.Time{})
+	sctx, done := s.sessionContext(ctx)
+	defer done()
+	defer ss.running()()
+	head := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + upgrade.AcceptKey(key) + "\r\n"
+	if proto != "" {
+		head += "Sec-WebSocket-Protocol: " + proto + "\r\n"
+	}
+	// A write that fails here fails again in the splice, which ends then.
+	_, _ = brw.WriteString(head + "\r\n")
+	_ = brw.Flush()
+	res := translator.Splice(sctx, upgrade.BufferedConn(client, brw.Reader), rt, proto, s.cfg.Translator)
+	ss.carried("websocket-up", res.BytesUp)
+	ss.carried("websocket-down", res.BytesDown)
+	klog.FromContext(ctx).V(3).Info("Legacy WebSocket session ended", "protocol", proto, "duration", time.Since(ss.start))
 }

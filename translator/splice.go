@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
@@ -36,10 +38,26 @@ type SpliceResult struct {
 // other gets a half-close and cfg.CloseGrace to finish its closing
 // handshake; then both connections close. Splice returns after both copies
 // have.
+//
+// Legacy protocols (v4.channel.k8s.io and older, passed through for the
+// runtime's own WebSocket server) have no end the node can speak for: their
+// runtimes end every session with a bare close after the status. There the
+// node adds nothing, half-closes the client and keeps reading it (and
+// discarding) until the client closes or is silent for a ping period and a
+// pong timeout: closing at once, with the client's pings unread, made the
+// kernel reset output the slow client had yet to read.
 func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) SpliceResult {
 	var res SpliceResult
+	legacy := protocol != remotecommand.StreamProtocolV5Name && protocol != portforward.WebsocketsSPDYTunnelingPortForwardV1
 	upDone := make(chan uint64, 1)
-	go func() { upDone <- spliceUp(client, rt, cfg.BufferSize) }()
+	// cw keeps the node's own frames (pongs, legacy only) from landing
+	// inside a frame the down copy is writing.
+	var cw sync.Mutex
+	if legacy {
+		go func() { upDone <- spliceUpAnsweringPings(client, rt, &cw, cfg.BufferSize) }()
+	} else {
+		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize) }()
+	}
 	closeBoth := func() { client.Close(); rt.Close() }
 	// Ending the session from here (the node shutting down) must not cut
 	// a frame in half, or the client could be told nothing: the reader is
@@ -75,6 +93,12 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	var f frameFollower
 	buf := make([]byte, cfg.BufferSize)
 	var readErr error
+	midFrame := false // cw held
+	defer func() {
+		if midFrame {
+			cw.Unlock()
+		}
+	}()
 	for {
 		want := buf
 		if armGrace() {
@@ -86,9 +110,18 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		}
 		n, err := rt.Read(want)
 		if n > 0 {
+			if !midFrame {
+				cw.Lock()
+				midFrame = true
+			}
 			f.follow(buf[:n])
 			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-			if _, werr := client.Write(buf[:n]); werr != nil {
+			_, werr := client.Write(buf[:n])
+			if f.atBoundary() {
+				cw.Unlock()
+				midFrame = false
+			}
+			if werr != nil {
 				break // the client is gone; nothing to tell it
 			}
 			res.BytesDown += uint64(n)
@@ -105,6 +138,14 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			readErr = err
 			break
 		}
+	}
+	if legacy {
+		_ = upgrade.CloseWrite(client)
+		_ = rt.Close()
+		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout))
+		res.BytesUp = <-upDone
+		closeBoth()
+		return res
 	}
 	if readErr != nil && !f.sawClose {
 		msg := "session cancelled: the node's streaming server is shutting down"
@@ -133,9 +174,85 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 // the runtime's. Its buffer is held for the session: the copy blocks in a
 // read with it, as io.CopyBuffer does.
 func spliceUp(client, rt net.Conn, size int) uint64 {
-	n, _ := io.CopyBuffer(rt, client, make([]byte, size))
-	_ = upgrade.CloseWrite(rt)
-	return uint64(n)
+	buf := make([]byte, size)
+	var up uint64
+	rtGone := false
+	for {
+		n, err := client.Read(buf)
+		if n > 0 && !rtGone {
+			if _, werr := rt.Write(buf[:n]); werr != nil {
+				// The runtime's side is gone but the client's is not: go
+				// on reading it to its end, so what it still sends is
+				// not left unread at our close.
+				rtGone = true
+			} else {
+				up += uint64(n)
+			}
+		}
+		if err != nil {
+			_ = upgrade.CloseWrite(rt)
+			return up
+		}
+	}
+}
+
+// spliceUpAnsweringPings is spliceUp for legacy protocols: it follows the
+// client's frames and answers its pings itself (under cw, between the down
+// copy's frames) instead of passing them on. A runtime's legacy WebSocket
+// server that stalls behind a slow reader leaves forwarded pings unread,
+// and its bare close at the end then resets what the node had yet to pass
+// on; the pings still keep the client's own path alive.
+func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int) uint64 {
+	br := bufio.NewReaderSize(client, readBufSize)
+	buf := make([]byte, max(size, wsMaxHeader+wsMaxControl))
+	var up uint64
+	rtGone := false
+	forward := func(b []byte) {
+		if rtGone {
+			return
+		}
+		if _, err := rt.Write(b); err != nil {
+			rtGone = true // read the client on to its end all the same
+			return
+		}
+		up += uint64(len(b))
+	}
+	defer upgrade.CloseWrite(rt)
+	for {
+		b, err := br.Peek(2)
+		if err != nil {
+			return up
+		}
+		hlen := wsHeaderLen(b[1])
+		h := buf[:hlen]
+		if _, err := io.ReadFull(br, h); err != nil {
+			return up
+		}
+		n := wsPayloadLen(h)
+		if h[0]&wsOpcodeMask == websocket.PingMessage && h[0]&wsFin != 0 && n <= wsMaxControl && h[1]&wsMaskBit != 0 {
+			payload := buf[hlen : hlen+int(n)]
+			if _, err := io.ReadFull(br, payload); err != nil {
+				return up
+			}
+			var key [4]byte
+			copy(key[:], h[hlen-wsMaskLen:])
+			unmask(key, 0, payload)
+			pong := serverFrame(nil, websocket.PongMessage, payload)
+			cw.Lock()
+			_, _ = client.Write(pong)
+			cw.Unlock()
+			continue
+		}
+		forward(h)
+		for rem := n; rem > 0; {
+			k, err := br.Read(buf[:min(rem, uint64(len(buf)))])
+			forward(buf[:k])
+			rem -= uint64(k)
+			if err != nil {
+				return up
+			}
+		}
+	}
 }
 
 // endFrames tell the client why its session ended when the runtime could

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -191,21 +192,37 @@ var ErrUnusableHandshake = errors.New("container runtime answered the WebSocket 
 // 101 can be relayed to the client unchanged and the two connections
 // spliced. A 101 the client would reject is ErrUnusableHandshake.
 func WebSocket(ctx context.Context, u *url.URL, tlsConfig *tls.Config, key, protocol string) (net.Conn, error) {
+	conn, got, err := WebSocketOffer(ctx, u, tlsConfig, key, []string{protocol})
+	if err == nil && got != protocol {
+		conn.Close()
+		return nil, fmt.Errorf("%w (protocol %q)", ErrUnusableHandshake, got)
+	}
+	return conn, err
+}
+
+// WebSocketOffer offers the client's key and protocols (none: the legacy
+// unnamed channel protocol) and returns the connection and the protocol the
+// runtime chose, which must be one offered.
+func WebSocketOffer(ctx context.Context, u *url.URL, tlsConfig *tls.Config, key string, protocols []string) (net.Conn, string, error) {
 	h := http.Header{}
 	h.Set("Connection", "Upgrade")
 	h.Set("Upgrade", "websocket")
 	h.Set("Sec-WebSocket-Version", "13")
 	h.Set("Sec-WebSocket-Key", key)
-	h.Set("Sec-WebSocket-Protocol", protocol)
+	if len(protocols) > 0 {
+		h.Set("Sec-WebSocket-Protocol", strings.Join(protocols, ", "))
+	}
 	conn, resp, err := Dial(ctx, u, tlsConfig, http.MethodGet, h)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != protocol || resp.Header.Get("Sec-WebSocket-Accept") != AcceptKey(key) {
+	got := resp.Header.Get("Sec-WebSocket-Protocol")
+	offered := got == "" || slices.Contains(protocols, got)
+	if !offered || resp.Header.Get("Sec-WebSocket-Accept") != AcceptKey(key) {
 		conn.Close()
-		return nil, fmt.Errorf("%w (protocol %q)", ErrUnusableHandshake, got)
+		return nil, "", fmt.Errorf("%w (protocol %q)", ErrUnusableHandshake, got)
 	}
-	return conn, nil
+	return conn, got, nil
 }
 
 // websocketGUID is RFC 6455's key suffix for Sec-WebSocket-Accept.
