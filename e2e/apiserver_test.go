@@ -234,16 +234,7 @@ func TestAPIServer(t *testing.T) {
 			"metadata": map[string]any{"name": "monitoring-node-proxy-get"},
 			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-proxy-get"},
 			"subjects": []map[string]any{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "monitoring"}}})
-		for _, c := range []struct {
-			name, method, path string
-			hdr                http.Header
-		}{
-			{"exec over WebSocket", "GET", "/exec/default/demo/app?command=id&output=1", wsHeaders("v5.channel.k8s.io")},
-			{"exec over SPDY", "POST", "/exec/default/demo/app?command=id&output=1", spdyHeaders("v4.channel.k8s.io")},
-			{"attach over WebSocket", "GET", "/attach/default/echo/echo?output=1", wsHeaders("v5.channel.k8s.io")},
-			{"port-forward tunnel", "GET", "/portForward/default/demo", wsHeaders("SPDY/3.1+portforward.k8s.io")},
-			{"port-forward over SPDY", "POST", "/portForward/default/demo", spdyHeaders("portforward.k8s.io")},
-		} {
+		for _, c := range streamingRequests("demo", "app", "echo", "echo") {
 			status, _, body := authz.rawUpgrade(c.method, c.path, c.hdr, monCert, monKey)
 			if status != http.StatusForbidden || !strings.Contains(body, "verb=create") {
 				t.Errorf("%s with get nodes/proxy only: %d %s, want 403 asking for create", c.name, status, body)

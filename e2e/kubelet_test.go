@@ -143,16 +143,7 @@ func TestKubelet(t *testing.T) {
 		addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
 		mon := grantNodeProxy(t, cp, certs, "monitoring", "get")
 		op := grantNodeProxy(t, cp, certs, "operator", "get", "create")
-		for _, c := range []struct {
-			name, method, path string
-			hdr                http.Header
-		}{
-			{"exec over WebSocket", "GET", "/exec/default/shell/app?command=id&output=1", wsHeaders("v5.channel.k8s.io")},
-			{"exec over SPDY", "POST", "/exec/default/shell/app?command=id&output=1", spdyHeaders("v4.channel.k8s.io")},
-			{"attach over WebSocket", "GET", "/attach/default/shell/echo?output=1", wsHeaders("v5.channel.k8s.io")},
-			{"port-forward tunnel", "GET", "/portForward/default/shell", wsHeaders("SPDY/3.1+portforward.k8s.io")},
-			{"port-forward over SPDY", "POST", "/portForward/default/shell", spdyHeaders("portforward.k8s.io")},
-		} {
+		for _, c := range streamingRequests("shell", "app", "shell", "echo") {
 			// RBAC changes reach the kubelet's 1 s authorization cache.
 			waitFor(t, 10*time.Second, func() bool {
 				status, _, _ := rawUpgradeAt(t, addr, certs.CA, op, c.method, c.path, c.hdr)

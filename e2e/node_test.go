@@ -393,3 +393,23 @@ func burstContainers(n int) []refruntime.ContainerSpec {
 	}
 	return out
 }
+
+// streamingRequest is one kubelet-API streaming request as an
+// authorization test sends it.
+type streamingRequest struct {
+	name, method, path string
+	hdr                http.Header
+}
+
+// streamingRequests are exec, attach and port-forward over WebSocket and
+// SPDY against pod (its container ctr) and attachPod's attachCtr.
+func streamingRequests(pod, ctr, attachPod, attachCtr string) []streamingRequest {
+	exec := "/exec/default/" + pod + "/" + ctr + "?command=id&output=1"
+	return []streamingRequest{
+		{"exec over WebSocket", "GET", exec, wsHeaders("v5.channel.k8s.io")},
+		{"exec over SPDY", "POST", exec, spdyHeaders("v4.channel.k8s.io")},
+		{"attach over WebSocket", "GET", "/attach/default/" + attachPod + "/" + attachCtr + "?output=1", wsHeaders("v5.channel.k8s.io")},
+		{"port-forward tunnel", "GET", "/portForward/default/" + pod, wsHeaders("SPDY/3.1+portforward.k8s.io")},
+		{"port-forward over SPDY", "POST", "/portForward/default/" + pod, spdyHeaders("portforward.k8s.io")},
+	}
+}

@@ -52,14 +52,7 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 	rt, proto, err := upgrade.SPDY(dctx, u, s.cfg.RuntimeTLS, r.Header.Values(httpstream.HeaderProtocolVersion))
 	cancel()
 	if err != nil {
-		var ue *upgrade.Error
-		if errors.As(err, &ue) {
-			// The runtime's own refusal goes back as it was, as a
-			// byte-for-byte proxy would have passed it.
-			ss.fail(w, r, ue.StatusCode, errors.New(strings.TrimSpace(ue.Body)))
-			return
-		}
-		ss.fail(w, r, upgradeStatus(err), err)
+		failPassThrough(w, r, ss, err)
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -157,12 +150,7 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *sess
 	rt, proto, err := upgrade.WebSocketOffer(dctx, u, s.cfg.RuntimeTLS, key, headerList(r.Header, "Sec-WebSocket-Protocol"))
 	cancel()
 	if err != nil {
-		var ue *upgrade.Error
-		if errors.As(err, &ue) {
-			ss.fail(w, r, ue.StatusCode, errors.New(strings.TrimSpace(ue.Body)))
-			return
-		}
-		ss.fail(w, r, upgradeStatus(err), err)
+		failPassThrough(w, r, ss, err)
 		return
 	}
 	client, brw, err := http.NewResponseController(w).Hijack()
@@ -186,4 +174,16 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *sess
 	ss.carried("websocket-up", res.BytesUp)
 	ss.carried("websocket-down", res.BytesDown)
 	klog.FromContext(ctx).V(3).Info("Legacy WebSocket session ended", "protocol", proto, "duration", time.Since(ss.start))
+}
+
+// failPassThrough answers a pass-through whose runtime dial failed: the
+// runtime's own refusal goes back as it was, as a byte-for-byte proxy
+// would have passed it; an unreachable runtime is a bad gateway.
+func failPassThrough(w http.ResponseWriter, r *http.Request, ss *session, err error) {
+	var ue *upgrade.Error
+	if errors.As(err, &ue) {
+		ss.fail(w, r, ue.StatusCode, errors.New(strings.TrimSpace(ue.Body)))
+		return
+	}
+	ss.fail(w, r, upgradeStatus(err), err)
 }
