@@ -117,13 +117,12 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	ss.route = RouteDirect
 	ss.count()
 
-	client, brw, err := http.NewResponseController(w).Hijack()
+	client, brw, err := takeOver(w)
 	if err != nil {
 		rt.Close()
-		ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
+		ss.fail(w, r, http.StatusInternalServerError, err)
 		return nil
 	}
-	_ = client.SetDeadline(time.Time{}) // the request's read deadline is not the session's
 	ctx, done := s.sessionContext(ctx)
 	defer done()
 	defer ss.running()()
@@ -139,7 +138,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		logger.V(2).Info("Client went away during the handshake", "err", err)
 		return nil
 	}
-	res := translator.Splice(ctx, upgrade.BufferedConn(client, brw.Reader), rt, ss.protocol, s.cfg.Translator)
+	res := translator.Splice(ctx, client, rt, ss.protocol, s.cfg.Translator)
 	ss.carried("direct-up", res.BytesUp)
 	ss.carried("direct-down", res.BytesDown)
 	if res.RuntimeLost {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
 
@@ -20,26 +19,15 @@ import (
 )
 
 // proxy passes the upgrade to the runtime, as a kubelet does: the runtime's
-// answer, 101 or an error, goes back to the client. SPDY sessions are
-// relayed frame by frame (relaySPDY); legacy WebSockets byte for byte.
+// answer, 101 or an error, goes back to the client. The node still follows
+// the session (relaySPDY, relayWebSocket), because a byte copy loses output
+// when the runtime closes with the client's pings unread.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) {
-	switch ss.route {
-	case RouteProxiedSPDY:
+	if ss.route == RouteProxiedSPDY {
 		s.relaySPDY(w, r, ss, u)
 		return
-	case RouteProxiedWebSocket:
-		s.relayWebSocket(w, r, ss, u)
-		return
 	}
-	defer ss.running()()
-	var transport http.RoundTripper
-	if s.cfg.RuntimeTLS != nil {
-		transport = &http.Transport{TLSClientConfig: s.cfg.RuntimeTLS}
-	}
-	ctx, done := s.sessionContext(r.Context())
-	defer done()
-	h := proxy.NewUpgradeAwareHandler(u, transport, false, true, &responder{ss: ss})
-	h.ServeHTTP(&closeOnDone{ResponseWriter: w, ctx: ctx}, r)
+	s.relayWebSocket(w, r, ss, u)
 }
 
 // relaySPDY passes a SPDY upgrade to the runtime with the client's
@@ -55,30 +43,21 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 		failPassThrough(w, r, ss, err)
 		return
 	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		rt.Close()
-		ss.fail(w, r, http.StatusInternalServerError, errors.New("connection cannot be hijacked"))
-		return
-	}
-	conn, brw, err := hj.Hijack()
+	conn, bw, err := takeOver(w)
 	if err != nil {
 		rt.Close()
-		klog.FromContext(ctx).V(2).Info("Hijacking the client connection failed", "err", err)
+		ss.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	sctx, done := s.sessionContext(ctx)
 	defer done()
 	defer ss.running()()
-	_ = conn.SetDeadline(time.Time{})
-	if _, err := fmt.Fprintf(conn, "HTTP/1.1 101 Switching Protocols\r\n%s: %s\r\n%s: %s\r\n%s: %s\r\n\r\n",
+	// A write that fails here fails again in the relay, which ends then.
+	_, _ = fmt.Fprintf(bw, "HTTP/1.1 101 Switching Protocols\r\n%s: %s\r\n%s: %s\r\n%s: %s\r\n\r\n",
 		httpstream.HeaderConnection, httpstream.HeaderUpgrade, httpstream.HeaderUpgrade, "SPDY/3.1",
-		httpstream.HeaderProtocolVersion, proto); err != nil {
-		conn.Close()
-		rt.Close()
-		return
-	}
-	res := translator.RelaySPDY(sctx, upgrade.BufferedConn(conn, brw.Reader), rt, proto, s.cfg.Translator)
+		httpstream.HeaderProtocolVersion, proto)
+	_ = bw.Flush()
+	res := translator.RelaySPDY(sctx, conn, rt, proto, s.cfg.Translator)
 	ss.carried("spdy-up", res.BytesUp)
 	ss.carried("spdy-down", res.BytesDown)
 	logger := klog.FromContext(ctx)
@@ -88,28 +67,6 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 		return
 	}
 	logger.V(3).Info("SPDY session ended", "pingsAnswered", res.PingsAnswered, "duration", time.Since(ss.start))
-}
-
-// closeOnDone hands the upgrade handler the client connection and closes
-// it when ctx ends: the handler copies until one side closes, and
-// http.Server never closes a hijacked connection, so Shutdown needs this
-// to end passed-through sessions.
-type closeOnDone struct {
-	http.ResponseWriter
-	ctx context.Context
-}
-
-func (c *closeOnDone) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	h, ok := c.ResponseWriter.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("connection cannot be hijacked")
-	}
-	conn, rw, err := h.Hijack()
-	if err == nil {
-		_ = conn.SetDeadline(time.Time{}) // the request's read deadline is not the session's
-		context.AfterFunc(c.ctx, func() { conn.Close() })
-	}
-	return conn, rw, err
 }
 
 // bufferedHijack hands gorilla's Upgrader the connection with what the HTTP
@@ -132,10 +89,17 @@ func (b bufferedHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, brw, nil
 }
 
-type responder struct{ ss *session }
-
-func (e *responder) Error(w http.ResponseWriter, r *http.Request, err error) {
-	e.ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("proxying to container runtime: %w", err))
+// takeOver hijacks the client's connection for a session the node carries
+// itself: the request's read deadline cleared (it is not the session's),
+// and whatever the HTTP server had buffered kept in front of the
+// connection, so a first frame sent with the handshake is not lost.
+func takeOver(w http.ResponseWriter) (net.Conn, *bufio.Writer, error) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, fmt.Errorf("taking over the client connection: %w", err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return upgrade.BufferedConn(conn, brw.Reader), brw.Writer, nil
 }
 
 // relayWebSocket passes a legacy WebSocket (v4.channel.k8s.io and older, or
@@ -153,13 +117,12 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *sess
 		failPassThrough(w, r, ss, err)
 		return
 	}
-	client, brw, err := http.NewResponseController(w).Hijack()
+	client, bw, err := takeOver(w)
 	if err != nil {
 		rt.Close()
-		ss.fail(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
+		ss.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	_ = client.SetDeadline(time.Time{})
 	sctx, done := s.sessionContext(ctx)
 	defer done()
 	defer ss.running()()
@@ -168,9 +131,9 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *sess
 		head += "Sec-WebSocket-Protocol: " + proto + "\r\n"
 	}
 	// A write that fails here fails again in the splice, which ends then.
-	_, _ = brw.WriteString(head + "\r\n")
-	_ = brw.Flush()
-	res := translator.Splice(sctx, upgrade.BufferedConn(client, brw.Reader), rt, proto, s.cfg.Translator)
+	_, _ = bw.WriteString(head + "\r\n")
+	_ = bw.Flush()
+	res := translator.Splice(sctx, client, rt, proto, s.cfg.Translator)
 	ss.carried("websocket-up", res.BytesUp)
 	ss.carried("websocket-down", res.BytesDown)
 	klog.FromContext(ctx).V(3).Info("Legacy WebSocket session ended", "protocol", proto, "duration", time.Since(ss.start))
