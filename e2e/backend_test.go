@@ -126,5 +126,15 @@ func (n *node) killRuntime(t *testing.T) {
 			t.Fatalf("restarting containerd: %v", err)
 		}
 		os.Setenv("KUBESTREAM_CONTAINERD_PID", strings.TrimSpace(string(out)))
+		// The socket answers before CRI does ("server is not initialized
+		// yet"): the next test must find the runtime as a node would.
+		waitFor(t, time.Minute, func() bool {
+			c, err := cri.Dial(context.Background(), rt.endpoint, 2*time.Second)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		})
 	})
 }
