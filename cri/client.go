@@ -126,8 +126,8 @@ func (c *Client) Ready(ctx context.Context) error {
 
 func parseStreamURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil {
 		return nil, &Error{Kind: Internal, Msg: fmt.Sprintf("container runtime returned an unusable streaming URL %q", raw)}
 	}
-	return u, nil
+	return ResolveStreamURL(u)
 }

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -24,6 +25,25 @@ type URLSource interface {
 	ExecURL(ctx context.Context, pod PodRef, container string, cmd []string, s Streams) (*url.URL, error)
 	AttachURL(ctx context.Context, pod PodRef, container string, s Streams) (*url.URL, error)
 	PortForwardURL(ctx context.Context, pod PodRef, ports []int32) (*url.URL, error)
+}
+
+// ResolveStreamURL makes a runtime's streaming URL one that can be dialled,
+// as the kubelet's pass-through always has (apimachinery's proxy takes a
+// missing scheme for http). cri-dockerd's URLs are scheme-relative,
+// //[::]:port/cri/exec/…: its streaming server's address with no scheme;
+// kubelet 1.36's translator dialled them as https and broke kubectl exec
+// (cri-dockerd#569). A URL with no host, or another scheme, is the
+// runtime's error.
+func ResolveStreamURL(u *url.URL) (*url.URL, error) {
+	if u.Host == "" || (u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https") {
+		return nil, &Error{Kind: Internal, Msg: fmt.Sprintf("container runtime returned an unusable streaming URL %q (want http or https with a host)", u.String())}
+	}
+	if u.Scheme == "" {
+		r := *u
+		r.Scheme = "http"
+		return &r, nil
+	}
+	return u, nil
 }
 
 // Issuer hands out streaming URLs for CRI requests; *Client is one.

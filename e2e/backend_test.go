@@ -49,12 +49,8 @@ func setupBackend() error {
 	if rt.logDir, err = os.MkdirTemp("", "kubestream-e2e-logs-"); err != nil {
 		return err
 	}
-	image := os.Getenv("KUBESTREAM_E2E_IMAGE")
-	if image == "" {
-		image = "docker.io/kubestream/busybox:e2e"
-	}
 	for _, p := range containerdPods() {
-		p.Image, p.LogDir = image, rt.logDir+"/"+p.Name
+		p.Image, p.LogDir = testImage(), rt.logDir+"/"+p.Name
 		id, err := crifixture.RunPod(ctx, c.Runtime(), p)
 		if id != "" {
 			rt.sandboxes = append(rt.sandboxes, id)
@@ -64,6 +60,14 @@ func setupBackend() error {
 		}
 	}
 	return nil
+}
+
+// testImage is the busybox image hack/containerd.sh imports.
+func testImage() string {
+	if image := os.Getenv("KUBESTREAM_E2E_IMAGE"); image != "" {
+		return image
+	}
+	return "docker.io/kubestream/busybox:e2e"
 }
 
 // containerdPods mirrors testPods for a real runtime (host network), plus

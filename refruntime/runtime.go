@@ -41,6 +41,11 @@ type Options struct {
 	// port-forward tunnel itself (see webSocketFront), like a runtime that
 	// implements KEP-4006; off, it refuses them as cri-streaming does.
 	WebSockets bool
+	// RelativeURLs makes the streaming URLs scheme-relative
+	// (//127.0.0.1:port/cri/exec/…), as cri-dockerd's are: its streaming
+	// server has BaseURL {Path: "/cri/"}, and cri-streaming fills in only
+	// the listener's address.
+	RelativeURLs bool
 }
 
 // Runtime is a running reference runtime.
@@ -160,7 +165,11 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	cfg := streaming.DefaultConfig
 	cfg.Addr = l.Addr().String()
-	cfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
+	own := &url.URL{Scheme: "http", Host: l.Addr().String()}
+	cfg.BaseURL = own
+	if opts.RelativeURLs {
+		cfg.BaseURL = &url.URL{Host: own.Host, Path: "/cri/"}
+	}
 	if opts.StreamIdleTimeout > 0 {
 		cfg.StreamIdleTimeout = opts.StreamIdleTimeout
 	}
@@ -171,9 +180,9 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		l.Close()
 		return nil, fmt.Errorf("creating runtime streaming server: %w", err)
 	}
-	var handler http.Handler = r.streaming
+	var handler http.Handler = quietRefusal{next: r.streaming, logger: r.logger}
 	if opts.WebSockets {
-		r.wsFront = newWebSocketFront(r.streaming, cfg.BaseURL, r.logger)
+		r.wsFront = newWebSocketFront(r.streaming, own, r.logger)
 		handler = r.wsFront
 	}
 	r.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}

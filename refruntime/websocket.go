@@ -66,11 +66,14 @@ func (f *webSocketFront) take(token string) (upstream.Options, bool) {
 }
 
 func (f *webSocketFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	kind, token := path.Split(r.URL.Path)
+	// …/exec/<token>, under whatever base path the URLs have (/cri/ for
+	// relative ones).
+	dir, token := path.Split(r.URL.Path)
+	kind := path.Base(dir)
 	own := *f.base
 	own.Path = r.URL.Path
 	switch {
-	case (kind == "/exec/" || kind == "/attach/") && wsstream.IsWebSocketRequestWithStreamCloseProtocol(r):
+	case (kind == "exec" || kind == "attach") && wsstream.IsWebSocketRequestWithStreamCloseProtocol(r):
 		opts, ok := f.take(token)
 		if !ok {
 			http.Error(w, "unknown or expired streaming token", http.StatusNotFound)
@@ -78,7 +81,7 @@ func (f *webSocketFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		upstream.NewStreamTranslatorHandler(&own, nil, 0, opts).ServeHTTP(w, r)
 		f.logger.V(3).Info("Native v5 session ended", "path", r.URL.Path)
-	case kind == "/portforward/" && wsstream.IsWebSocketRequestWithTunnelingProtocol(r):
+	case kind == "portforward" && wsstream.IsWebSocketRequestWithTunnelingProtocol(r):
 		upstream.NewTunnelingHandler(proxy.NewUpgradeAwareHandler(&own, nil, false, true, errResponder{})).ServeHTTP(w, r)
 		f.logger.V(3).Info("Native tunnel ended", "path", r.URL.Path)
 	default:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"syscall"
 )
 
 // Limits bound concurrent streaming sessions, so that one client cannot
@@ -13,6 +14,21 @@ type Limits struct {
 	MaxSessions       int // on the node
 	MaxSessionsPerPod int // per pod (namespace/name)
 }
+
+// DescriptorLimit is the process's soft RLIMIT_NOFILE (1024 if unknown).
+func DescriptorLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return 1024
+	}
+	return int(min(rl.Cur, 1<<20))
+}
+
+// DefaultMaxSessions is the node's session limit when none is set: a
+// quarter of the descriptor limit in sessions (two descriptors each, so
+// half the descriptors), leaving the rest to idle connections, CRI and
+// files.
+func DefaultMaxSessions() int { return max(8, DescriptorLimit()/4) }
 
 // sessionSlots counts admitted requests, from admission to the handler's
 // return.

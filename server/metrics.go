@@ -3,72 +3,93 @@ package server
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/component-base/metrics"
 )
 
-// Metrics are kubestream's Prometheus metrics, on a registry of their own
-// so a kubelet can mount them next to its own.
+// Metrics are kubestream's metrics, declared with k8s.io/component-base so
+// that a kubelet registers them where its own are (RegisterWith) and every
+// kubelet scraper finds them on its /metrics. Registry is kubestream's own:
+// standalone serve's /metrics and the kubelet's /metrics/streaming. All are
+// ALPHA: their names and labels may still change.
 type Metrics struct {
-	Registry *prometheus.Registry
+	Registry metrics.KubeRegistry
 
-	requests *prometheus.CounterVec
-	failures *prometheus.CounterVec
-	tlsFails *prometheus.CounterVec
-	limited  *prometheus.CounterVec
-	evicted  prometheus.Counter
-	active   *prometheus.GaugeVec
-	duration *prometheus.HistogramVec
-	bytes    *prometheus.CounterVec
-	probes   *prometheus.CounterVec
+	requests *metrics.CounterVec
+	failures *metrics.CounterVec
+	tlsFails *metrics.CounterVec
+	limited  *metrics.CounterVec
+	evicted  *metrics.Counter
+	active   *metrics.GaugeVec
+	duration *metrics.HistogramVec
+	bytes    *metrics.CounterVec
+	probes   *metrics.CounterVec
 }
 
-// NewMetrics registers the metrics (and the Go runtime's) on a new registry.
+// NewMetrics declares the metrics and registers them (and the Go runtime's
+// and the process's collectors) on a registry of their own.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubestream_streaming_requests_total",
-			Help: "Streaming requests by subresource, client protocol and the route kubestream took.",
+		Registry: metrics.NewKubeRegistry(),
+		requests: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_streaming_requests_total",
+			Help:           "Streaming requests by subresource, client protocol and the route kubestream took.",
+			StabilityLevel: metrics.ALPHA,
 		}, []string{"subresource", "protocol", "route"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubestream_streaming_failures_total",
-			Help: "Streaming requests that failed, by subresource, route and HTTP-style code.",
+		failures: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_streaming_failures_total",
+			Help:           "Streaming requests that failed, by subresource, route and HTTP-style code.",
+			StabilityLevel: metrics.ALPHA,
 		}, []string{"subresource", "route", "code"}),
-		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubestream_streaming_sessions_active",
-			Help: "Streaming sessions in progress.",
+		active: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Name:           "kubestream_streaming_sessions_active",
+			Help:           "Streaming sessions in progress.",
+			StabilityLevel: metrics.ALPHA,
 		}, []string{"subresource", "route"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "kubestream_streaming_session_duration_seconds",
-			Help:    "Duration of streaming sessions.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		duration: metrics.NewHistogramVec(&metrics.HistogramOpts{
+			Name:           "kubestream_streaming_session_duration_seconds",
+			Help:           "Duration of streaming sessions.",
+			Buckets:        metrics.ExponentialBuckets(0.01, 4, 10),
+			StabilityLevel: metrics.ALPHA,
 		}, []string{"subresource", "route"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubestream_streaming_bytes_total",
-			Help: "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down, direct-up, direct-down, spdy-up, spdy-down).",
+		bytes: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_streaming_bytes_total",
+			Help:           "Payload bytes carried by kubestream's own routes, by channel (stdin, stdout, stderr, resize, tunnel-up, tunnel-down, direct-up, direct-down, spdy-up, spdy-down).",
+			StabilityLevel: metrics.ALPHA,
 		}, []string{"subresource", "channel"}),
-		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubestream_runtime_websocket_offers_total",
-			Help: "Client WebSockets offered to the runtime unchanged, by subresource, protocol and result (accepted, refused).",
+		probes: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_runtime_websocket_offers_total",
+			Help:           "Client WebSockets offered to the runtime unchanged, by subresource, protocol and result (accepted, refused).",
+			StabilityLevel: metrics.ALPHA,
 		}, []string{"subresource", "protocol", "result"}),
+		tlsFails: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_tls_reload_failures_total",
+			Help:           "Failed reloads of the serving certificate (serving-cert) or the client CA bundle (client-ca); the last good one stays in use.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"file"}),
+		limited: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_streaming_sessions_limited_total",
+			Help:           "Streaming requests refused with 429 because a session limit was reached, by limit (node, pod).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"limit"}),
+		evicted: metrics.NewCounter(&metrics.CounterOpts{
+			Name:           "kubestream_idle_connections_evicted_total",
+			Help:           "Connections closed before they sent a request (or between requests) to make room for new ones.",
+			StabilityLevel: metrics.ALPHA,
+		}),
 	}
-	m.tlsFails = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kubestream_tls_reload_failures_total",
-		Help: "Failed reloads of the serving certificate (serving-cert) or the client CA bundle (client-ca); the last good one stays in use.",
-	}, []string{"file"})
-	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kubestream_streaming_sessions_limited_total",
-		Help: "Streaming requests refused with 429 because a session limit was reached, by limit (node, pod).",
-	}, []string{"limit"})
-	m.evicted = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "kubestream_idle_connections_evicted_total",
-		Help: "Connections closed before they sent a request (or between requests) to make room for new ones.",
-	})
-	m.Registry.MustRegister(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.RegisterWith(m.Registry.MustRegister)
+	// The collectors are Prometheus's own; component-base has no wrapper
+	// for them (its legacyregistry registers them the same way).
+	m.Registry.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// RegisterWith registers kubestream's metrics with another registry too:
+// inside a kubelet, legacyregistry.MustRegister, so they appear on the
+// kubelet's /metrics. Call it once per registry.
+func (m *Metrics) RegisterWith(register func(...metrics.Registerable)) {
+	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted)
 }
 
 // TLSReloadFailed counts a failed reload of a serving TLS file.
@@ -77,9 +98,9 @@ func (m *Metrics) TLSReloadFailed(file string) { m.tlsFails.WithLabelValues(file
 // ConnectionEvicted counts an idle connection closed to admit a new one.
 func (m *Metrics) ConnectionEvicted() { m.evicted.Inc() }
 
-// Handler serves the metrics in Prometheus text format.
+// Handler serves kubestream's own registry in Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	return metrics.HandlerFor(m.Registry, metrics.HandlerOpts{})
 }
 
 var channelNames = [5]string{"stdin", "stdout", "stderr", "error", "resize"}

@@ -82,6 +82,13 @@ type Config struct {
 	StreamingVerbByMethod bool
 
 	Metrics *Metrics
+	// WebSocketRequested, when set, is called once for each WebSocket
+	// session the kubelet itself would translate or tunnel (v5 or the
+	// port-forward tunnel, with ExtendWebSocketsToKubelet on) once the
+	// runtime gave its URL: upstream's
+	// kubelet_websocket_streaming_requests_total{subresource} counts exactly
+	// these, and the kubelet adapter keeps it counting.
+	WebSocketRequested func(subresource string)
 	// Limits bound concurrent streaming sessions (zero: none).
 	Limits Limits
 	// RuntimeReady, when set, is /healthz's runtime check.

@@ -199,3 +199,32 @@ func TestStreamingVerb(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativeStreamingURL: a runtime whose URLs carry no scheme
+// (cri-dockerd's //host:port/cri/exec/…) is dialled over plain http at the
+// address it named, for the direct offer and for the translation after it.
+func TestRelativeStreamingURL(t *testing.T) {
+	log := &runtimeLog{}
+	runtimeSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.mu.Lock()
+		log.seen = append(log.seen, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+r.Header.Get("Upgrade")))
+		log.mu.Unlock()
+		http.Error(w, "not here", http.StatusForbidden)
+	}))
+	defer runtimeSrv.Close()
+	rt := &fakeRuntime{base: strings.TrimPrefix(runtimeSrv.URL, "http:") + "/cri"}
+	s, err := New(Config{Lookup: fakeLookup{}, Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(s)
+	defer front.Close()
+	status := v5Session(t, front.URL+"/exec/ns/pod/ctr?command=ls&output=1")
+	if !strings.Contains(status, "403") {
+		t.Errorf("status %q, want the runtime's 403", status)
+	}
+	want := []string{"GET /cri/exec/token websocket", "POST /cri/exec/token SPDY/3.1"}
+	if got := log.take(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("runtime saw %q, want %q", got, want)
+	}
+}

@@ -44,8 +44,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string,
 		ss.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
+	// Every route dials what this returns; a kubelet's URL source (its
+	// GetExec) passes on what the runtime said as it is.
+	newURL := func(ctx context.Context) (*url.URL, error) {
+		u, err := t.newURL(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return cri.ResolveStreamURL(u)
+	}
 	ctx := r.Context()
-	u, err := t.newURL(ctx)
+	u, err := newURL(ctx)
 	if err != nil {
 		ss.fail(w, r, cri.HTTPStatus(err), err)
 		return
@@ -55,10 +64,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string,
 		s.proxy(w, r, ss, u)
 		return
 	}
-	if u, ok = s.offerDirect(w, r, ss, u, t.newURL); !ok {
+	if s.cfg.WebSocketRequested != nil {
+		s.cfg.WebSocketRequested(sub)
+	}
+	if u, ok = s.offerDirect(w, r, ss, u, newURL); !ok {
 		return
 	}
-	t.carry(w, r, ss, u, t.newURL)
+	t.carry(w, r, ss, u, newURL)
 }
 
 func podRef(r *http.Request) cri.PodRef {

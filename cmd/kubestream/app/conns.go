@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kubestream/kubestream/server"
@@ -57,19 +56,8 @@ func (g *connGuard) connState(c net.Conn, st http.ConnState) {
 	}
 }
 
-// descriptorLimit is the process's soft RLIMIT_NOFILE (1024 if unknown).
-func descriptorLimit() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
-		return 1024
-	}
-	return int(min(rl.Cur, 1<<20))
-}
-
 // Descriptor budget: a quarter of the limit for connections not serving a
-// request, half for sessions (two descriptors each, so a quarter of the
-// limit in sessions), a quarter for everything else (CRI, files, the
-// runtime's own when embedded).
+// request, a quarter in sessions (server.DefaultMaxSessions), a quarter for
+// everything else (CRI, files, the runtime's own when embedded).
 func idleConnBudget(limit int) int   { return max(16, limit/4) }
-func sessionBudget(limit int) int    { return max(8, limit/4) }
 func idleConnTimeout() time.Duration { return 90 * time.Second } // the kubelet's IdleTimeout

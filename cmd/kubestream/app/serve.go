@@ -46,6 +46,7 @@ type ServeOptions struct {
 	ReferencePodsFile              string
 	ReferencePods                  []string
 	ReferenceWebSockets            bool
+	ReferenceRelativeURLs          bool
 	RuntimeWebSocketStreaming      string
 	RuntimeWebSocketRecheckPeriod  time.Duration
 	Kubeconfig                     string
@@ -120,6 +121,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WebhookCacheUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", o.WebhookCacheUnauthorizedTTL, "How long Webhook deny answers are cached.")
 	fs.StringVar(&o.RuntimeWebSocketStreaming, "runtime-websocket-streaming", o.RuntimeWebSocketStreaming, "auto: offer clients' v5 and port-forward tunnel WebSockets to the container runtime unchanged first, translating when it refuses (the refusal is remembered for --runtime-websocket-recheck-period); never: always translate.")
 	fs.DurationVar(&o.RuntimeWebSocketRecheckPeriod, "runtime-websocket-recheck-period", o.RuntimeWebSocketRecheckPeriod, "How long a runtime's refusal of a WebSocket protocol is remembered before it is offered again.")
+	fs.BoolVar(&o.ReferenceRelativeURLs, "reference-relative-urls", o.ReferenceRelativeURLs, "Make the embedded reference runtime return scheme-relative streaming URLs (//host:port/cri/exec/…), as cri-dockerd does.")
 	fs.BoolVar(&o.ReferenceWebSockets, "reference-websockets", o.ReferenceWebSockets, "Make the embedded reference runtime speak v5 and the port-forward tunnel itself, like a runtime implementing KEP-4006 (exercises the direct path).")
 	fs.StringArrayVar(&o.ReferencePods, "reference-pod", o.ReferencePods, "A pod of the embedded reference runtime: namespace/pod/container=command args (repeatable).")
 	o.Features.AddFlag(fs)
@@ -170,7 +172,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		}
 		// The reference runtime keeps cri-streaming's own timeouts, as a
 		// separate runtime would: the node's flags govern the node.
-		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods, WebSockets: o.ReferenceWebSockets})
+		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods, WebSockets: o.ReferenceWebSockets, RelativeURLs: o.ReferenceRelativeURLs})
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded reference runtime: %w", err)
 		}
@@ -202,7 +204,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		Limits:                server.Limits{MaxSessions: o.MaxStreamingSessions, MaxSessionsPerPod: o.MaxStreamingSessionsPerPod},
 	}
 	if cfg.Limits.MaxSessions == 0 {
-		cfg.Limits.MaxSessions = sessionBudget(descriptorLimit())
+		cfg.Limits.MaxSessions = server.DefaultMaxSessions()
 	}
 	var tlsConfig *tls.Config
 	var servingFiles *servingTLS
@@ -261,7 +263,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		// 90 s.
 		ReadTimeout: o.RequestReadTimeout,
 		IdleTimeout: o.IdleConnectionTimeout,
-		ConnState:   newConnGuard(idleConnBudget(descriptorLimit()), srv.Metrics()).connState,
+		ConnState:   newConnGuard(idleConnBudget(server.DescriptorLimit()), srv.Metrics()).connState,
 		BaseContext: func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
 	}
 	served := make(chan struct{})
