@@ -65,6 +65,23 @@ func TestKeepalive(t *testing.T) {
 	n.waitIdle(10 * time.Second)
 }
 
+// TestIdleTimeoutShorterThanPingPeriod: an idle timeout below the ping
+// period (a kubelet's streamingConnectionIdleTimeout of a few seconds with
+// the default 30 s pings) still closes the session on time, not at the
+// next ping.
+func TestIdleTimeoutShorterThanPingPeriod(t *testing.T) {
+	n := startNode(t, withTimeouts(30*time.Second, 60*time.Second, 2*time.Second))
+	start := time.Now()
+	res := n.exec("websocket", nil, "sleep", "30")
+	if res.err == nil || !strings.Contains(res.err.Error(), "session idle for 2s, closed by the node") {
+		t.Fatalf("got %v; want the idle-timeout status", res.err)
+	}
+	if d := time.Since(start); d < 2*time.Second || d > 6*time.Second {
+		t.Fatalf("a session idle past 2s was closed after %v", d)
+	}
+	n.waitIdle(10 * time.Second)
+}
+
 // TestMemoryBoundedWithStalledReader: a client that stops reading must not
 // make anything buffer the stream. Everything (client, kubestream, runtime)
 // runs in this process, so the heap bounds them all.

@@ -149,6 +149,11 @@ const maxHeaderFrame = 16 << 10
 // a half-close and the grace to finish.
 func (r *spdyRelay) up() {
 	br := bufio.NewReaderSize(r.client, readBufSize)
+	// Held for the session, unlike the tunnel's per-frame borrowing: this
+	// loop parks in the header read with frames of the client's own
+	// streams (stdin) interleaved with control frames it must rewrite, and
+	// what it holds is what the kubelet's own SPDY proxy (io.Copy each
+	// way) holds per session too.
 	bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)
 	defer putBuf(bp)
 	buf := *bp

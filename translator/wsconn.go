@@ -73,10 +73,10 @@ func (c *wsConn) extendReadDeadline() {
 	}
 }
 
-// startKeepalive pings the client every PingPeriod (calling onTick, which
-// keeps the other leg alive too) and ends the session with onIdle when no
-// data frame crossed it for IdleTimeout. time.AfterFunc keeps an idle
-// session free of a parked goroutine.
+// startKeepalive pings the client every tick (calling onTick, which keeps
+// the other leg alive too) and ends the session with onIdle when no data
+// frame crossed it for IdleTimeout. time.AfterFunc keeps an idle session
+// free of a parked goroutine.
 func (c *wsConn) startKeepalive(onTick, onIdle func()) {
 	var last uint64
 	idleSince := time.Now()
@@ -98,13 +98,24 @@ func (c *wsConn) startKeepalive(onTick, onIdle func()) {
 		}
 		c.mu.Lock()
 		if !c.closing {
-			c.timer.Reset(c.cfg.PingPeriod)
+			c.timer.Reset(c.tick())
 		}
 		c.mu.Unlock()
 	}
 	c.mu.Lock()
-	c.timer = time.AfterFunc(c.cfg.PingPeriod, tick)
+	c.timer = time.AfterFunc(c.tick(), tick)
 	c.mu.Unlock()
+}
+
+// tick is the keepalive's period: PingPeriod, or a quarter of an
+// IdleTimeout shorter than that, so the idle check (which rides on the
+// tick) ends a session within a quarter of its timeout, not a ping period
+// later (an 8 s timeout would otherwise fire at 30 s).
+func (c *wsConn) tick() time.Duration {
+	if q := c.cfg.IdleTimeout / 4; q > 0 && q < c.cfg.PingPeriod {
+		return max(q, 50*time.Millisecond)
+	}
+	return c.cfg.PingPeriod
 }
 
 // writeFrame sends one binary message. buf must hold the channel byte at
