@@ -9,11 +9,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -37,6 +39,20 @@ func TestKubelet(t *testing.T) {
 	if endpoint == "" || image == "" {
 		t.Fatal("KUBESTREAM_KUBELET_RUNTIME and KUBESTREAM_E2E_IMAGE are not set: run this with hack/kubelet-e2e.sh")
 	}
+	t.Run("bad-kubestream-config", func(t *testing.T) {
+		// kubestream's own file is checked before the kubelet starts
+		// anything, and the error names the field, as for the kubelet's.
+		bad := filepath.Join(t.TempDir(), "kubestream.yaml")
+		_ = os.WriteFile(bad, []byte("apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: sometimes\n"), 0o600)
+		bin, _ := exec.Command("../hack/kube.sh", "bin").Output()
+		cmd := exec.Command(filepath.Join(strings.TrimSpace(string(bin)), "kubelet-kubestream"), "--kubestream-config", bad, "--v=2")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), `runtimeWebSocketStreaming: Unsupported value: "sometimes"`) {
+			t.Fatalf("kubelet with a bad kubestream configuration: %v\n%s", err, out)
+		}
+	})
+
 	// A kubelet refuses a loopback node IP, so it serves on the machine's.
 	ip := hostIP(t)
 	certs, err := pki.WriteNodeSet(t.TempDir(), "kube-apiserver-kubelet-client", ip)
@@ -71,17 +87,30 @@ func TestKubelet(t *testing.T) {
 		return cp.kubectl(nil, "get", "pod", "shell", "-o", "jsonpath={.status.phase}").stdout == "Running"
 	})
 
-	streaming := func(route string) float64 {
-		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics/streaming")
+	// kubeletMetric sums the samples of name whose labels include every
+	// one given, from the kubelet's /metrics (or /metrics/streaming) read
+	// through the apiserver's node proxy, as a scraper would.
+	kubeletMetric := func(path, name string, labels ...string) float64 {
+		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy"+path)
 		var total float64
+	lines:
 		for _, line := range strings.Split(out, "\n") {
-			if strings.HasPrefix(line, "kubestream_streaming_requests_total{") && strings.Contains(line, `route="`+route+`"`) {
-				var f float64
-				_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
-				total += f
+			if !strings.HasPrefix(line, name+"{") {
+				continue
 			}
+			for _, l := range labels {
+				if !strings.Contains(line, l) {
+					continue lines
+				}
+			}
+			var f float64
+			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
+			total += f
 		}
 		return total
+	}
+	streaming := func(route string) float64 {
+		return kubeletMetric("/metrics/streaming", "kubestream_streaming_requests_total", `route="`+route+`"`)
 	}
 
 	t.Run("exec", func(t *testing.T) {
@@ -99,8 +128,8 @@ func TestKubelet(t *testing.T) {
 		if r.code != 0 || r.stdout != seqOutput(100000) {
 			t.Fatalf("seq: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
 		}
-		// containerd refuses v5, so kubestream translated every session
-		// (after one refused direct offer).
+		// The kubestream configuration file says never: translated
+		// without an offer.
 		if got := streaming("translated"); got < 3 {
 			t.Fatalf("kubestream in the kubelet translated %v exec sessions, want 3", got)
 		}
@@ -130,6 +159,58 @@ func TestKubelet(t *testing.T) {
 		forwardAndCheck(t, cp, "pod/shell", tcpEcho(t))
 		if got := streaming("tunneled"); got != 1 {
 			t.Fatalf("kubestream in the kubelet tunneled %v port-forwards, want 1", got)
+		}
+	})
+
+	// The kubelet's streamingConnectionIdleTimeout (8s here) governs
+	// kubestream inside it: an exec that goes quiet is closed by the node,
+	// and kubectl says why.
+	t.Run("idle-timeout", func(t *testing.T) {
+		start := time.Now()
+		r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "sleep", "60")
+		took := time.Since(start)
+		if r.code == 0 || !strings.Contains(r.stderr, "session idle for 8s, closed by the node") || took < 7*time.Second || took > 30*time.Second {
+			t.Fatalf("quiet exec: exit %d after %s, stderr %q; want it closed after 8s idle", r.code, took.Round(time.Second), r.stderr)
+		}
+	})
+
+	// Inside the kubelet, kubestream's series are on the kubelet's own
+	// /metrics beside upstream's kubelet_websocket_streaming_requests_total,
+	// which still counts what the kubelet's own translator would have;
+	// the configuration file's direct mode never means no offers at all.
+	t.Run("metrics", func(t *testing.T) {
+		const ks, up = "kubestream_streaming_requests_total", "kubelet_websocket_streaming_requests_total"
+		beforeKS := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="translated"`)
+		beforeUp := kubeletMetric("/metrics", up, `subresource="exec"`)
+		for i := 0; i < 2; i++ {
+			if r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "true"); r.code != 0 {
+				t.Fatalf("exec: %d %s", r.code, r.stderr)
+			}
+		}
+		if d := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="translated"`) - beforeKS; d != 2 {
+			t.Errorf("%s on the kubelet's /metrics rose by %v for 2 execs", ks, d)
+		}
+		if d := kubeletMetric("/metrics", up, `subresource="exec"`) - beforeUp; d != 2 {
+			t.Errorf("%s rose by %v for 2 execs", up, d)
+		}
+		// Over the whole run, upstream's counter and kubestream's agree on
+		// every WebSocket session kubestream carried.
+		for _, sub := range []string{"exec", "attach", "portforward"} {
+			route := `route="translated"`
+			if sub == "portforward" {
+				route = `route="tunneled"`
+			}
+			k, u := kubeletMetric("/metrics", ks, `subresource="`+sub+`"`, route), kubeletMetric("/metrics", up, `subresource="`+sub+`"`)
+			if k == 0 || k != u {
+				t.Errorf("%s: kubestream counted %v WebSocket sessions, upstream's counter %v", sub, k, u)
+			}
+		}
+		if n := kubeletMetric("/metrics", "kubestream_runtime_websocket_offers_total"); n != 0 {
+			t.Errorf("%v direct offers with runtimeWebSocketStreaming: never", n)
+		}
+		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics")
+		if !strings.Contains(out, "# HELP "+ks+" [ALPHA]") {
+			t.Errorf("the kubelet's /metrics lacks %s with its stability level", ks)
 		}
 	})
 
@@ -191,6 +272,9 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 		"imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
 		"nodeStatusUpdateFrequency": "2s", "resolvConf": "",
 		"featureGates": map[string]bool{"KubeletInUserNamespace": true},
+		// kubestream must honour the kubelet's own setting (the idle-timeout
+		// test); every other test keeps data flowing well within it.
+		"streamingConnectionIdleTimeout": "8s",
 	}
 	b, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(dir, "config.json")
@@ -207,7 +291,12 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	if err := os.WriteFile(kc, data, 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
-	cp.start("kubelet-kubestream", "--config", cfgFile, "--kubeconfig", kc,
+	// What the kubelet has no field for comes from kubestream's own file.
+	ksFile := filepath.Join(dir, "kubestream.yaml")
+	if err := os.WriteFile(ksFile, []byte("apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: never\n"), 0o600); err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.start("kubelet-kubestream", "--config", cfgFile, "--kubestream-config", ksFile, "--kubeconfig", kc,
 		"--root-dir", filepath.Join(dir, "root"), "--hostname-override", nodeName, "--node-ip", ip.String(), "--v=2")
 	return port
 }

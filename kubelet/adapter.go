@@ -11,48 +11,101 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	kubeletserver "k8s.io/kubernetes/pkg/kubelet/server"
+	servermetrics "k8s.io/kubernetes/pkg/kubelet/server/metrics"
 
+	"github.com/kubestream/kubestream/audit"
+	"github.com/kubestream/kubestream/config"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/server"
+	"github.com/kubestream/kubestream/translator"
 )
 
 // streamingHandler is kubestream's server as the kubelet mounts it; the
-// kubelet serves MetricsHandler at /metrics/streaming.
+// kubelet serves MetricsHandler at /metrics/streaming (kubestream's series
+// alone), beside its own /metrics (which has them too).
 type streamingHandler struct{ *server.Server }
 
 func (h streamingHandler) MetricsHandler() http.Handler { return h.Metrics().Handler() }
 
+// Hook is the kubelet's NewStreamingHandler hook, with what kubestream's
+// configuration file says (config.Load; the patched kubelet's
+// --kubestream-config).
+func Hook(file *config.StreamingConfiguration) func(context.Context, kubeletserver.HostInterface, kubeletserver.AuthInterface, *kubeletconfig.KubeletConfiguration) (http.Handler, error) {
+	return func(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface, kc *kubeletconfig.KubeletConfiguration) (http.Handler, error) {
+		return NewStreamingHandler(ctx, host, auth, kc, file)
+	}
+}
+
 // NewStreamingHandler builds kubestream on the kubelet's own pieces: its
-// pod manager and CRI calls through HostInterface, its feature gate (so
-// ExtendWebSocketsToKubelet means the same for both), and its
-// authentication and authorization. The kubelet's filter has run before any
-// request reaches kubestream, but it asks get of nodes/proxy for a
-// WebSocket upgrade (a GET); kubestream asks the kubelet's authorizer again
-// with the kubelet's own attributes and verb create, so get nodes/proxy
-// alone cannot exec. --streaming-authorization-verb-by-method has no
-// kubelet equivalent; the create check is always on here.
-func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface) (http.Handler, error) {
+// pod manager and CRI calls through HostInterface (so the kubelet's
+// runtimeRequestTimeout bounds every CRI call, as for its own handlers),
+// its streamingConnectionIdleTimeout, its feature gate (so
+// ExtendWebSocketsToKubelet means the same for both), its metrics registry
+// and its authentication and authorization. The kubelet's filter has run
+// before any request reaches kubestream, but it asks get of nodes/proxy for
+// a WebSocket upgrade (a GET); kubestream asks the kubelet's authorizer
+// again with the kubelet's own attributes and verb create, so get
+// nodes/proxy alone cannot exec. --streaming-authorization-verb-by-method
+// has no kubelet equivalent; the create check is always on here.
+func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface, kc *kubeletconfig.KubeletConfiguration, file *config.StreamingConfiguration) (http.Handler, error) {
 	cfg := server.Config{
-		URLs:     hostURLs{host},
-		Features: utilfeature.DefaultFeatureGate,
+		URLs:       hostURLs{host},
+		Features:   utilfeature.DefaultFeatureGate,
+		Translator: translator.DefaultConfig(),
+		Direct:     server.DirectConfig{Mode: server.DirectAuto, Recheck: 10 * time.Minute},
+		Metrics:    server.NewMetrics(),
+		// Upstream's counter keeps counting what the kubelet's own
+		// translator and tunnel would have served.
+		WebSocketRequested: servermetrics.IncWebSocketStreamingRequest,
+	}
+	// 0 means no timeout for both.
+	cfg.Translator.IdleTimeout = kc.StreamingConnectionIdleTimeout.Duration
+	if file != nil {
+		file.Apply(&cfg)
+	}
+	if cfg.Limits.MaxSessions == 0 {
+		cfg.Limits.MaxSessions = server.DefaultMaxSessions()
 	}
 	if auth != nil {
 		cfg.Authenticator, cfg.Authorizer = auth, auth
 		cfg.RequestAttributes = auth.GetRequestAttributes
 	}
+	if o, ok := auditLog(file); ok {
+		o.Dropped = cfg.Metrics.AuditDropped
+		w, err := audit.NewFile(klog.FromContext(ctx).WithName("kubestream-audit"), o)
+		if err != nil {
+			return nil, fmt.Errorf("kubestream: %w", err)
+		}
+		// Open for the kubelet's life: its server has no shutdown to
+		// close it after.
+		cfg.Audit = w
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubestream: %w", err)
 	}
-	klog.FromContext(ctx).Info("kubestream serves exec, attach and port-forward")
+	cfg.Metrics.RegisterWith(legacyregistry.MustRegister)
+	klog.FromContext(ctx).Info("kubestream serves exec, attach and port-forward",
+		"streamingConnectionIdleTimeout", cfg.Translator.IdleTimeout, "runtimeWebSocketStreaming", cfg.Direct.Mode,
+		"maxStreamingSessions", cfg.Limits.MaxSessions, "maxStreamingSessionsPerPod", cfg.Limits.MaxSessionsPerPod)
 	return streamingHandler{srv}, nil
+}
+
+func auditLog(file *config.StreamingConfiguration) (audit.FileOptions, bool) {
+	if file == nil {
+		return audit.FileOptions{}, false
+	}
+	return file.AuditLog()
 }
 
 // hostURLs asks the kubelet for streaming URLs exactly as its own handlers

@@ -6,6 +6,7 @@ module github.com/kubestream/kubestream/hack/kube/kubelet
 go 1.26.8
 
 require (
+	github.com/kubestream/kubestream v0.0.0
 	github.com/kubestream/kubestream/kubelet v0.0.0
 	k8s.io/component-base v0.37.2
 	k8s.io/kubernetes v1.37.2
@@ -67,7 +68,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/kubestream/kubestream v0.0.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"k8s.io/component-base/cli"
@@ -18,10 +19,25 @@ import (
 	"k8s.io/kubernetes/cmd/kubelet/app"
 	kubeletserver "k8s.io/kubernetes/pkg/kubelet/server"
 
+	"github.com/kubestream/kubestream/config"
 	kubeletadapter "github.com/kubestream/kubestream/kubelet"
 )
 
 func main() {
-	kubeletserver.NewStreamingHandler = kubeletadapter.NewStreamingHandler
-	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+	// kubestream's own settings come from one file named by one flag the
+	// kubelet's parser does not know (so it is taken out first); a bad
+	// file stops the kubelet here, before it starts anything.
+	args, path, err := config.SplitArgs(os.Args[1:])
+	var file *config.StreamingConfiguration
+	if err == nil {
+		file, err = config.Load(path)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: --%s: %v\n", config.FlagName, err)
+		os.Exit(1)
+	}
+	kubeletserver.NewStreamingHandler = kubeletadapter.Hook(file)
+	cmd := app.NewKubeletCommand(context.Background())
+	cmd.SetArgs(args)
+	os.Exit(cli.Run(cmd))
 }
