@@ -57,6 +57,10 @@ func verifyNoLeaks() int {
 		// Keep-alive connections of clients' http.Transports.
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		// lumberjack (the audit log's rotation) starts one goroutine per
+		// log file that its Close does not end: one per audit log, not
+		// per session.
+		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
 	}
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -92,6 +96,8 @@ type node struct {
 	t     *testing.T
 	run   *app.Running
 	certs *pki.Files
+	// headers go on every request client-go's clients send (Audit-Id, …).
+	headers http.Header
 }
 
 type nodeOption func(*app.ServeOptions)
@@ -140,8 +146,25 @@ func startNodeWithCerts(t *testing.T, certs *pki.Files, opts ...nodeOption) *nod
 }
 
 func (n *node) restConfig() *rest.Config {
-	return &rest.Config{Host: n.run.URL, TLSClientConfig: rest.TLSClientConfig{
+	c := &rest.Config{Host: n.run.URL, TLSClientConfig: rest.TLSClientConfig{
 		CertFile: n.certs.ClientCert, KeyFile: n.certs.ClientKey, CAFile: n.certs.CA}}
+	if n.headers != nil {
+		c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return withHeaders{rt, n.headers} }
+	}
+	return c
+}
+
+type withHeaders struct {
+	rt http.RoundTripper
+	h  http.Header
+}
+
+func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range w.h {
+		r.Header[k] = v
+	}
+	return w.rt.RoundTrip(r)
 }
 
 func (n *node) tlsConfig(cert, key string) *tls.Config {

@@ -141,7 +141,11 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	res := translator.Splice(ctx, client, rt, ss.protocol, s.cfg.Translator)
 	ss.carried("direct-up", res.BytesUp)
 	ss.carried("direct-down", res.BytesDown)
+	if ss.subresource != PortForward {
+		ss.exited(res.Status)
+	}
 	if res.RuntimeLost {
+		ss.ended("runtime", errors.New("container runtime connection lost"))
 		ss.failed("session")
 	}
 	logger.V(3).Info("Direct session ended", "bytesUp", res.BytesUp, "bytesDown", res.BytesDown,

@@ -20,6 +20,7 @@ type Metrics struct {
 	tlsFails *metrics.CounterVec
 	limited  *metrics.CounterVec
 	evicted  *metrics.Counter
+	dropped  *metrics.Counter
 	active   *metrics.GaugeVec
 	duration *metrics.HistogramVec
 	bytes    *metrics.CounterVec
@@ -77,6 +78,11 @@ func NewMetrics() *Metrics {
 			Help:           "Connections closed before they sent a request (or between requests) to make room for new ones.",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		dropped: metrics.NewCounter(&metrics.CounterOpts{
+			Name:           "kubestream_audit_records_dropped_total",
+			Help:           "Audit records dropped because the audit log could not keep up (the session went on).",
+			StabilityLevel: metrics.ALPHA,
+		}),
 	}
 	m.RegisterWith(m.Registry.MustRegister)
 	// The collectors are Prometheus's own; component-base has no wrapper
@@ -89,11 +95,14 @@ func NewMetrics() *Metrics {
 // inside a kubelet, legacyregistry.MustRegister, so they appear on the
 // kubelet's /metrics. Call it once per registry.
 func (m *Metrics) RegisterWith(register func(...metrics.Registerable)) {
-	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted)
+	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped)
 }
 
 // TLSReloadFailed counts a failed reload of a serving TLS file.
 func (m *Metrics) TLSReloadFailed(file string) { m.tlsFails.WithLabelValues(file).Inc() }
+
+// AuditDropped counts an audit record dropped on a full queue.
+func (m *Metrics) AuditDropped() { m.dropped.Inc() }
 
 // ConnectionEvicted counts an idle connection closed to admit a new one.
 func (m *Metrics) ConnectionEvicted() { m.evicted.Inc() }

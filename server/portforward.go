@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/translator"
 )
@@ -26,8 +27,9 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 			return target{}, err
 		}
 		return target{
-			newURL: func(ctx context.Context) (*url.URL, error) { return s.cfg.URLs.PortForwardURL(ctx, pod, ports) },
-			logKV:  []any{"pod", pod.String()},
+			newURL:   func(ctx context.Context) (*url.URL, error) { return s.cfg.URLs.PortForwardURL(ctx, pod, ports) },
+			logKV:    []any{"pod", pod.String()},
+			describe: func(e *audit.Event) { e.Ports = ports },
 			carry: func(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL, _ func(context.Context) (*url.URL, error)) {
 				s.tunnel(w, r, ss, u)
 			},
@@ -66,6 +68,7 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request, ss *session, u *
 	ss.carried("tunnel-up", res.BytesUp)
 	ss.carried("tunnel-down", res.BytesDown)
 	if res.Err != nil {
+		ss.ended("", res.Err)
 		ss.failed("session")
 		klog.FromContext(ctx).V(2).Info("Tunnel ended abnormally", "err", res.Err)
 	}

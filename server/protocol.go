@@ -179,7 +179,7 @@ func (s *Server) decide(r *http.Request, sub string) decision {
 // its answer. The caller defers ss.release().
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*session, bool) {
 	d := s.decide(r, sub)
-	ss := s.begin(sub, d)
+	ss := s.begin(r, sub, d)
 	if d.route == RouteRejected {
 		s.reject(w, r, ss, d)
 		return nil, false

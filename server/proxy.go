@@ -62,6 +62,7 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 	ss.carried("spdy-down", res.BytesDown)
 	logger := klog.FromContext(ctx)
 	if res.Lost > 0 || res.Err != nil {
+		ss.ended("runtime", res.Err)
 		ss.failed("session")
 		logger.V(2).Info("SPDY session cut by the runtime's side", "err", res.Err, "errorStreamsTold", res.Lost)
 		return

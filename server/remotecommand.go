@@ -11,6 +11,7 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/translator"
 )
@@ -48,6 +49,9 @@ func (s *Server) remoteCommand(sub string) func(*http.Request) (target, error) {
 				return s.cfg.URLs.AttachURL(ctx, pod, container, streams)
 			},
 			logKV: []any{"pod", pod.String(), "container", container},
+			describe: func(e *audit.Event) {
+				e.Command, e.TTY, e.Stdin = cmd, streams.TTY, streams.Stdin
+			},
 			carry: func(w http.ResponseWriter, r *http.Request, ss *session, first *url.URL, newURL func(context.Context) (*url.URL, error)) {
 				s.translate(w, r, ss, first, newURL, streams)
 			},
@@ -81,8 +85,10 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, 
 	for ch, n := range res.Bytes {
 		ss.carried(channelNames[ch], n)
 	}
+	ss.exited(res.Status)
 	logger := klog.FromContext(ctx)
 	if res.Err != nil {
+		ss.ended("", res.Err)
 		ss.failed("session")
 		logger.V(2).Info("Session ended abnormally", "err", res.Err)
 		return

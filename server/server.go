@@ -18,10 +18,12 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/translator"
 )
@@ -82,6 +84,9 @@ type Config struct {
 	StreamingVerbByMethod bool
 
 	Metrics *Metrics
+	// Audit, when set, gets a record of every streaming session (admitted
+	// and ended) and of every refused streaming request (audit package).
+	Audit audit.Sink
 	// WebSocketRequested, when set, is called once for each WebSocket
 	// session the kubelet itself would translate or tunnel (v5 or the
 	// port-forward tunnel, with ExtendWebSocketsToKubelet on) once the
@@ -218,6 +223,9 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(r)
 			if err != nil || !ok {
 				logger.V(2).Info("Unauthenticated streaming request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+				if subresource == "proxy" {
+					s.auditRefused(r, anonymous, http.StatusUnauthorized, "Unauthorized")
+				}
 				http.Error(w, "Unauthorized", http.StatusUnauthorized)
 				return
 			}
@@ -235,8 +243,14 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 				attrs = append(attrs, withVerb{a, verb})
 			}
 		}
+		refuse := func(code int, msg string) {
+			if subresource == "proxy" {
+				s.auditRefused(r, u, code, msg)
+			}
+			http.Error(w, msg, code)
+		}
 		if len(attrs) == 0 {
-			http.Error(w, "Authorization error: could not determine attributes for request", http.StatusForbidden)
+			refuse(http.StatusForbidden, "Authorization error: could not determine attributes for request")
 			return
 		}
 		var reason string
@@ -246,12 +260,13 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 				// The authorizer could not decide (its webhook is down): a
 				// server error, as the kubelet answers, not a denial.
 				logger.Error(err, "Authorization error", "user", u.GetName(), "verb", verb, "subresource", a.GetSubresource())
-				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
-					u.GetName(), verb, a.GetSubresource()), http.StatusInternalServerError)
+				refuse(http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
+					u.GetName(), verb, a.GetSubresource()))
 				return
 			}
 			if decision == authorizer.DecisionAllow {
-				next.ServeHTTP(w, r.WithContext(klog.NewContext(r.Context(), logger.WithValues("user", u.GetName()))))
+				ctx := request.WithUser(klog.NewContext(r.Context(), logger.WithValues("user", u.GetName())), u)
+				next.ServeHTTP(w, r.WithContext(ctx))
 				return
 			}
 			if reason == "" {
@@ -263,7 +278,7 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 			msg += ": " + reason
 		}
 		logger.V(2).Info("Forbidden streaming request", "user", u.GetName(), "verb", verb, "subresource", attrs[0].GetSubresource())
-		http.Error(w, msg, http.StatusForbidden)
+		refuse(http.StatusForbidden, msg)
 	})
 }
 

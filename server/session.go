@@ -5,7 +5,11 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/audit"
+	"github.com/kubestream/kubestream/translator"
 )
 
 // session is one streaming request from its route decision to its end. It
@@ -24,17 +28,73 @@ type session struct {
 	direct  bool
 	counted bool
 	release func() // gives back the session slot (limits.go)
+
+	// ev is the session's audit record (nil without an audit sink):
+	// written once when it starts running and once when it ends, or once
+	// when it is refused before that.
+	ev      *audit.Event
+	started bool
 }
 
 // begin starts tracking a request. A direct candidate's count waits until
 // the offer settles its route; every other request counts at once.
-func (s *Server) begin(sub string, d decision) *session {
+func (s *Server) begin(r *http.Request, sub string, d decision) *session {
 	ss := &session{s: s, subresource: sub, protocol: d.protocol, route: d.route, start: time.Now(),
 		direct: d.directCandidate, release: func() {}}
+	if s.cfg.Audit != nil {
+		ss.ev = s.auditEvent(r, sub, ss.start)
+	}
 	if !ss.direct {
 		ss.count()
 	}
 	return ss
+}
+
+// describe adds what the request asked for (command, streams, ports) to
+// the audit record.
+func (ss *session) describe(t target) {
+	if ss.ev != nil && t.describe != nil {
+		t.describe(ss.ev)
+	}
+}
+
+// record writes the audit record at stage, with the route as it stands.
+func (ss *session) record(stage string, status *metav1.Status) {
+	if ss.ev == nil {
+		return
+	}
+	ss.ev.Stage, ss.ev.StageTimestamp, ss.ev.ResponseStatus = stage, audit.Now(), status
+	ss.ev.Route, ss.ev.Protocol = string(ss.route), ss.protocol
+	ss.s.cfg.Audit.Record(ss.ev)
+}
+
+// exited records how a remotecommand session ended: the status the client
+// was sent (nil: the client left first).
+func (ss *session) exited(st *metav1.Status) {
+	if ss.ev == nil {
+		return
+	}
+	if code := translator.ExitCode(st); code >= 0 {
+		ss.ev.ExitCode = &code
+	}
+	ss.ev.EndedBy = endedBy(st)
+	if st != nil && st.Status != metav1.StatusSuccess && ss.ev.ExitCode == nil {
+		ss.ev.EndReason = st.Message
+	}
+}
+
+// ended records why a session ended abnormally, and who ended it when
+// known ("" otherwise).
+func (ss *session) ended(by string, err error) {
+	if ss.ev == nil {
+		return
+	}
+	if by != "" {
+		ss.ev.EndedBy = by
+	}
+	if err != nil {
+		ss.ev.EndReason = err.Error()
+	}
 }
 
 // count adds the request to kubestream_streaming_requests_total under its
@@ -51,35 +111,54 @@ func (ss *session) count() {
 	ss.s.cfg.Metrics.requests.WithLabelValues(ss.subresource, proto, string(ss.route)).Inc()
 }
 
-// fail answers with an HTTP error, counted and logged.
+// fail answers with an HTTP error, counted, logged and on record.
 func (ss *session) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
 	ss.count()
-	ss.failed(strconv.Itoa(code))
+	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), strconv.Itoa(code)).Inc()
 	klog.FromContext(r.Context()).V(2).Info("Streaming request failed", "subresource", ss.subresource, "route", ss.route, "code", code, "err", err)
+	ss.record(audit.StageResponseComplete, httpStatus(code, err.Error()))
 	http.Error(w, err.Error(), code)
 }
 
 // failed counts a failure the client has already heard of: "400" when the
-// WebSocket handshake failed (gorilla answered), "session" when a session
-// ended abnormally.
+// WebSocket handshake failed (gorilla answered: the request's only
+// record), "session" when a session ended abnormally (why is in ended).
 func (ss *session) failed(code string) {
 	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), code).Inc()
+	if !ss.started {
+		ss.record(audit.StageResponseComplete, httpStatus(http.StatusBadRequest, "WebSocket handshake failed"))
+	}
 }
 
-// running marks the session active until the returned func is called.
+// running marks the session active (and on record, admitted) until the
+// returned func is called, which puts its end on record.
 func (ss *session) running() func() {
 	ss.count()
+	ss.started = true
+	ss.record(audit.StageResponseStarted, httpStatus(http.StatusSwitchingProtocols, ""))
 	m := ss.s.cfg.Metrics
 	g := m.active.WithLabelValues(ss.subresource, string(ss.route))
 	g.Inc()
 	return func() {
 		g.Dec()
-		m.duration.WithLabelValues(ss.subresource, string(ss.route)).Observe(time.Since(ss.start).Seconds())
+		took := time.Since(ss.start)
+		m.duration.WithLabelValues(ss.subresource, string(ss.route)).Observe(took.Seconds())
+		if ss.ev != nil {
+			ss.ev.DurationSeconds = took.Seconds()
+			ss.record(audit.StageResponseComplete, httpStatus(http.StatusSwitchingProtocols, ""))
+		}
 	}
 }
 
-// carried adds n payload bytes on channel to kubestream_streaming_bytes_total.
+// carried adds n payload bytes on channel to kubestream_streaming_bytes_total
+// and to the audit record.
 func (ss *session) carried(channel string, n uint64) {
+	if ss.ev != nil {
+		if ss.ev.Bytes == nil {
+			ss.ev.Bytes = map[string]uint64{}
+		}
+		ss.ev.Bytes[channel] += n
+	}
 	if n > 0 {
 		ss.s.cfg.Metrics.bytes.WithLabelValues(ss.subresource, channel).Add(float64(n))
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/upgrade"
 )
@@ -26,6 +27,8 @@ type target struct {
 	newURL func(context.Context) (*url.URL, error)
 	logKV  []any
 	carry  func(w http.ResponseWriter, r *http.Request, ss *session, first *url.URL, newURL func(context.Context) (*url.URL, error))
+	// describe puts what was asked for on the audit record.
+	describe func(*audit.Event)
 }
 
 // serveStream is the one path of every streaming request, exec, attach and
@@ -44,6 +47,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string,
 		ss.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
+	ss.describe(t)
 	// Every route dials what this returns; a kubelet's URL source (its
 	// GetExec) passes on what the runtime said as it is.
 	newURL := func(ctx context.Context) (*url.URL, error) {

@@ -3,6 +3,7 @@ package translator
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
@@ -23,6 +25,9 @@ type SpliceResult struct {
 	// RuntimeLost: the runtime's side ended without a WebSocket close; the
 	// client was told so when the cut fell between frames.
 	RuntimeLost bool
+	// Status is the last v5 status the runtime sent on the error channel
+	// (nil: none, or one longer than statusMax, or the tunnel).
+	Status *metav1.Status
 }
 
 // Splice carries a WebSocket session between a client and a runtime that
@@ -90,7 +95,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		return true
 	}
 
-	var f frameFollower
+	f := frameFollower{v5: protocol == remotecommand.StreamProtocolV5Name}
 	buf := make([]byte, cfg.BufferSize)
 	var readErr error
 	midFrame := false // cw held
@@ -166,6 +171,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	res.BytesUp = <-upDone
 	timer.Stop()
 	closeBoth()
+	res.Status = f.lastStatus()
 	return res
 }
 
@@ -273,6 +279,54 @@ type frameFollower struct {
 	hdrLen   int   // header bytes seen of the frame starting now
 	left     int64 // payload bytes of the current frame still to come
 	sawClose bool
+
+	// For v5, the error channel's last message is kept (the audit record's
+	// exit code): a fixed array, so an idle session allocates nothing for
+	// it and the follower stays comparable (FuzzFrameFollowers).
+	v5        bool
+	atPayload bool // the next payload byte is a data frame's first (its channel)
+	capturing bool // the current message is on the error channel
+	control   bool // the current frame is a control frame (ping, pong, close)
+	status    [statusMax]byte
+	statusLen int // -1: the last status did not fit
+}
+
+// statusMax bounds a kept status; a v5 exit status is ~250 bytes plus the
+// command line.
+const statusMax = 4096
+
+func (f *frameFollower) keep(b []byte) {
+	if !f.v5 || f.control || len(b) == 0 {
+		return
+	}
+	if f.atPayload {
+		f.atPayload = false
+		f.capturing = b[0] == ChanError
+		if !f.capturing {
+			return
+		}
+		f.statusLen = 0
+		b = b[1:]
+	}
+	if !f.capturing || f.statusLen < 0 {
+		return
+	}
+	if f.statusLen+len(b) > statusMax {
+		f.statusLen = -1
+		return
+	}
+	f.statusLen += copy(f.status[f.statusLen:], b)
+}
+
+func (f *frameFollower) lastStatus() *metav1.Status {
+	if f.statusLen <= 0 {
+		return nil
+	}
+	st := &metav1.Status{}
+	if json.Unmarshal(f.status[:f.statusLen], st) != nil {
+		return nil
+	}
+	return st
 }
 
 func (f *frameFollower) atBoundary() bool { return f.left == 0 && f.hdrLen == 0 }
@@ -291,6 +345,7 @@ func (f *frameFollower) follow(b []byte) {
 	for len(b) > 0 {
 		if f.left > 0 {
 			k := min(f.left, int64(len(b)))
+			f.keep(b[:k])
 			f.left -= k
 			b = b[k:]
 			continue
@@ -305,8 +360,17 @@ func (f *frameFollower) follow(b []byte) {
 			continue
 		}
 		n := int64(wsPayloadLen(f.hdr[:f.hdrLen]) & (1<<63 - 1))
-		if int(f.hdr[0]&wsOpcodeMask) == websocket.CloseMessage {
+		op := int(f.hdr[0] & wsOpcodeMask)
+		if op == websocket.CloseMessage {
 			f.sawClose = true
+		}
+		// A data frame's payload opens with its channel; a continuation
+		// goes on with the message it continues.
+		// Control frames (which may come between a message's fragments)
+		// are no part of it.
+		f.control = op >= websocket.CloseMessage
+		if op == websocket.BinaryMessage || op == websocket.TextMessage {
+			f.atPayload, f.capturing = n > 0, false
 		}
 		f.left, f.hdrLen = n, 0
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/refruntime"
 	"github.com/kubestream/kubestream/server"
@@ -66,7 +67,10 @@ type ServeOptions struct {
 	RequestReadTimeout         time.Duration
 	MaxStreamingSessions       int
 	MaxStreamingSessionsPerPod int
-	Features                   featuregate.MutableFeatureGate
+	// Audit log, the apiserver's flags.
+	AuditLogPath                                       string
+	AuditLogMaxSize, AuditLogMaxBackup, AuditLogMaxAge int
+	Features                                           featuregate.MutableFeatureGate
 }
 
 // NewServeOptions returns the kubelet's defaults.
@@ -103,6 +107,10 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion, "Minimum TLS version: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+" (the kubelet's flag).")
 	fs.StringSliceVar(&o.TLSCipherSuites, "tls-cipher-suites", o.TLSCipherSuites, "Comma-separated cipher suites for TLS 1.2 (IANA names; empty: Go's defaults), as the kubelet's flag. Possible values: "+strings.Join(cliflag.TLSCipherPossibleValues(), ", "))
 	fs.IntVar(&o.MaxStreamingSessions, "max-streaming-sessions", o.MaxStreamingSessions, "Most concurrent exec, attach and port-forward sessions on the node; more get 429 with Retry-After (running sessions are never cut). 0: a quarter of the descriptor limit (RLIMIT_NOFILE), each session holding two.")
+	fs.StringVar(&o.AuditLogPath, "audit-log-path", o.AuditLogPath, "Write an audit record of every streaming session (admitted, ended) and every refused streaming request to this file as JSON lines ('-': standard output); empty: none.")
+	fs.IntVar(&o.AuditLogMaxSize, "audit-log-maxsize", o.AuditLogMaxSize, "Rotate the audit log when it reaches this many megabytes (0: 100).")
+	fs.IntVar(&o.AuditLogMaxBackup, "audit-log-maxbackup", o.AuditLogMaxBackup, "Most rotated audit logs to keep (0: all).")
+	fs.IntVar(&o.AuditLogMaxAge, "audit-log-maxage", o.AuditLogMaxAge, "Most days to keep rotated audit logs (0: no limit).")
 	fs.IntVar(&o.MaxStreamingSessionsPerPod, "max-streaming-sessions-per-pod", o.MaxStreamingSessionsPerPod, "Most concurrent streaming sessions per pod; more get 429 with Retry-After. 0: no per-pod limit.")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "Clients must present a certificate signed by one of these CAs (the apiserver's kubelet client certificate); others get 401.")
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "The CRI endpoint, e.g. unix:///run/containerd/containerd.sock. Empty starts the embedded reference runtime.")
@@ -205,6 +213,19 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 	}
 	if cfg.Limits.MaxSessions == 0 {
 		cfg.Limits.MaxSessions = server.DefaultMaxSessions()
+	}
+	cfg.Metrics = server.NewMetrics()
+	if o.AuditLogPath != "" {
+		// Closed after the server's shutdown (cleanups run last first), so
+		// every session's last record is written.
+		w, err := audit.NewFile(logger.WithName("audit"), audit.FileOptions{Path: o.AuditLogPath,
+			MaxSizeMB: o.AuditLogMaxSize, MaxBackups: o.AuditLogMaxBackup, MaxAgeDays: o.AuditLogMaxAge,
+			Dropped: cfg.Metrics.AuditDropped})
+		if err != nil {
+			return nil, fmt.Errorf("--audit-log-path: %w", err)
+		}
+		cleanups = append(cleanups, func() { _ = w.Close() })
+		cfg.Audit = w
 	}
 	var tlsConfig *tls.Config
 	var servingFiles *servingTLS

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/kubestream/kubestream/audit"
+)
+
+// correlationHeaders are what may tie a node's record to the apiserver's
+// event and to the person at the keyboard, as far as they reach the node.
+var correlationHeaders = []string{"Audit-Id", "Kubectl-Session", "Kubectl-Command", "X-Forwarded-For"}
+
+// auditEvent starts a record for r: who, from where, about what.
+func (s *Server) auditEvent(r *http.Request, sub string, start time.Time) *audit.Event {
+	e := &audit.Event{
+		Kind: audit.Kind, APIVersion: audit.APIVersion,
+		AuditID:    uuid.NewUUID(),
+		RequestURI: r.URL.RequestURI(),
+		Verb:       strings.ToLower(r.Method),
+		UserAgent:  r.UserAgent(),
+		ObjectRef: audit.ObjectReference{Resource: "pods", Namespace: r.PathValue("namespace"), Name: r.PathValue("pod"),
+			UID: uidOf(r), Subresource: sub, Container: r.PathValue("container")},
+		RequestReceivedTimestamp: metav1.NewMicroTime(start),
+		Node:                     s.cfg.NodeName,
+	}
+	if u, ok := request.UserFrom(r.Context()); ok {
+		e.User = userInfo(u)
+	}
+	for _, ip := range utilnet.SourceIPs(r) {
+		e.SourceIPs = append(e.SourceIPs, ip.String())
+	}
+	for _, h := range correlationHeaders {
+		if v := strings.Join(r.Header.Values(h), ", "); v != "" {
+			if e.Correlation == nil {
+				e.Correlation = map[string]string{}
+			}
+			e.Correlation[h] = v
+		}
+	}
+	return e
+}
+
+func uidOf(r *http.Request) types.UID { return types.UID(r.PathValue("uid")) }
+
+func userInfo(u user.Info) authnv1.UserInfo {
+	ui := authnv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
+	if extra := u.GetExtra(); len(extra) > 0 {
+		ui.Extra = map[string]authnv1.ExtraValue{}
+		for k, v := range extra {
+			ui.Extra[k] = v
+		}
+	}
+	return ui
+}
+
+// auditRefused records a request refused before it became a session
+// (authentication, authorization): one record with the answer.
+func (s *Server) auditRefused(r *http.Request, u user.Info, code int, msg string) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	e := s.auditEvent(r, subresourceOf(r.URL.Path), time.Now())
+	e.User = userInfo(u)
+	e.Stage, e.StageTimestamp = audit.StageResponseComplete, audit.Now()
+	e.ResponseStatus = httpStatus(code, msg)
+	s.cfg.Audit.Record(e)
+}
+
+func subresourceOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/exec/"):
+		return Exec
+	case strings.HasPrefix(path, "/attach/"):
+		return Attach
+	case strings.HasPrefix(path, "/portForward/"):
+		return PortForward
+	}
+	return ""
+}
+
+func httpStatus(code int, msg string) *metav1.Status {
+	st := &metav1.Status{Code: int32(code), Message: msg, Status: metav1.StatusFailure, Reason: metav1.StatusReason(http.StatusText(code))}
+	if code < 400 {
+		st.Status, st.Reason = metav1.StatusSuccess, ""
+	}
+	return st
+}
+
+// endedBy reads who ended a translated session from what the client was
+// told: the runtime's status (the command ended), the node's own (idle,
+// shutdown, a runtime lost), or nothing (the client left first).
+func endedBy(st *metav1.Status) string {
+	switch {
+	case st == nil:
+		return "client"
+	case strings.Contains(st.Message, "closed by the node") || strings.Contains(st.Message, "shutting down"):
+		return "node"
+	}
+	return "runtime"
+}
