@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +32,8 @@ func TestAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := startNodeWithCerts(t, certs)
+	nodeAudit := filepath.Join(t.TempDir(), "node-audit.log")
+	n := startNodeWithCerts(t, certs, withAudit(nodeAudit))
 	cp := startControlPlane(t, certs)
 	cp.registerNode(n, true)
 	cp.createPods()
@@ -69,6 +71,27 @@ func TestAPIServer(t *testing.T) {
 			t.Fatalf("seq: exit %d, %d bytes of stdout (want %d), stderr %q", r.code, len(r.stdout), len(seqOutput(lines)), r.stderr)
 		}
 	}
+
+	// Every session the node carried for the apiserver joins exactly one
+	// of the apiserver's own audit events, on both of the apiserver's
+	// paths: WebSocket passed through (declared) and its own SPDY
+	// translation (undeclared).
+	t.Run("audit-join", func(t *testing.T) {
+		since := time.Now()
+		for _, declared := range []bool{true, false} {
+			cp.registerNode(n, declared)
+			for i := 0; i < 3; i++ {
+				if r := exec(t, []byte("in\n"), "demo", "-c", "app", "--", "sh", "-c", "cat; exit 3"); r.code != 3 || r.stdout != "in\n" {
+					t.Fatalf("exec: %d %q %q", r.code, r.stdout, r.stderr)
+				}
+			}
+		}
+		cp.registerNode(n, true)
+		time.Sleep(200 * time.Millisecond) // the node's last record is written
+		if joined := joinAudit(t, cp, nodeAudit, since); len(joined) != 6 {
+			t.Errorf("joined %d node sessions, want 6", len(joined))
+		}
+	})
 
 	t.Run("declared/exec", func(t *testing.T) {
 		before := n.requests("exec", "translated")

@@ -39,6 +39,7 @@ type controlPlane struct {
 	bin, dir   string
 	url        string
 	kubeconfig string
+	auditLog   string // the apiserver's, streaming subresources only
 	certs      *pki.ControlPlaneFiles
 	procs      []*process
 }
@@ -89,9 +90,24 @@ func startControlPlane(t *testing.T, node *pki.Files) *controlPlane {
 		"-listen-client-url", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
 		"-listen-peer-url", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
 
+	// The apiserver's own audit log, for streaming subresources only: what
+	// the node's records are joined to (TestAPIServer/audit-join).
+	policy := filepath.Join(cp.dir, "audit-policy.yaml")
+	cp.auditLog = filepath.Join(cp.dir, "apiserver-audit.log")
+	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: [pods/exec, pods/attach, pods/portforward]}]
+- level: None
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	port := freePort(t)
 	cp.url = fmt.Sprintf("https://127.0.0.1:%d", port)
 	cp.start("kube-apiserver",
+		"--audit-policy-file="+policy, "--audit-log-path="+cp.auditLog,
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file="+certs.ServerCert, "--tls-private-key-file="+certs.ServerKey,

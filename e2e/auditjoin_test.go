@@ -1,0 +1,97 @@
+//go:build apiserver || kubelet
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/url"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/kubestream/kubestream/audit"
+)
+
+// apiserverEvents reads the apiserver's audit log (its ResponseComplete
+// events for streaming subresources).
+func (cp *controlPlane) apiserverEvents(t *testing.T) []auditv1.Event {
+	t.Helper()
+	f, err := os.Open(cp.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []auditv1.Event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditv1.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("apiserver audit line: %v", err)
+		}
+		if e.Stage == auditv1.StageResponseComplete && e.ObjectRef != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// joinAudit joins every node session record (ResponseComplete, through the
+// apiserver's kubelet client) to the one apiserver event it came from, by
+// what both sides see: the pod, the subresource, the command (exec) or
+// container, and time (the node's request arrives while the apiserver's is
+// open). It fails on a record that joins to none or to more than one, and
+// returns the apiserver audit IDs by node audit ID.
+func joinAudit(t *testing.T, cp *controlPlane, nodeLog string, since time.Time) map[string]string {
+	t.Helper()
+	events := cp.apiserverEvents(t)
+	joined := map[string]string{}
+	for _, rec := range auditLog(t, nodeLog) {
+		if rec.Stage != audit.StageResponseComplete || rec.ResponseStatus == nil || rec.ResponseStatus.Code != 101 ||
+			rec.RequestReceivedTimestamp.Time.Before(since) {
+			continue
+		}
+		var hits []string
+		for _, e := range events {
+			if e.ObjectRef.Subresource != rec.ObjectRef.Subresource ||
+				e.ObjectRef.Namespace != rec.ObjectRef.Namespace || e.ObjectRef.Name != rec.ObjectRef.Name {
+				continue
+			}
+			u, err := url.ParseRequestURI(e.RequestURI)
+			if err != nil {
+				continue
+			}
+			q := u.Query()
+			if rec.ObjectRef.Subresource != "portforward" && (!slices.Equal(q["command"], rec.Command) || q.Get("container") != rec.ObjectRef.Container) {
+				continue
+			}
+			// The node's request arrives after the apiserver's and before
+			// the apiserver's session ends.
+			at := rec.RequestReceivedTimestamp.Time
+			if at.Before(e.RequestReceivedTimestamp.Time.Add(-time.Second)) || at.After(e.StageTimestamp.Time.Add(time.Second)) {
+				continue
+			}
+			hits = append(hits, string(e.AuditID))
+		}
+		if len(hits) != 1 {
+			t.Errorf("node record %s (%s %s/%s %q at %s, route %s) joins %d apiserver events %v",
+				rec.AuditID, rec.ObjectRef.Subresource, rec.ObjectRef.Namespace, rec.ObjectRef.Name, rec.Command,
+				rec.RequestReceivedTimestamp.Format(time.RFC3339Nano), rec.Route, len(hits), hits)
+			continue
+		}
+		joined[string(rec.AuditID)] = hits[0]
+		t.Logf("node %s (%s, route %s, correlation %v) = apiserver %s", rec.AuditID, rec.ObjectRef.Subresource, rec.Route, rec.Correlation, hits[0])
+	}
+	seen := map[string]string{}
+	for node, api := range joined {
+		if other, ok := seen[api]; ok {
+			t.Errorf("apiserver event %s joins two node sessions, %s and %s", api, other, node)
+		}
+		seen[api] = node
+	}
+	return joined
+}
