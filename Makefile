@@ -21,7 +21,7 @@ test: lint
 
 ## test-short: the unit tests alone, in seconds (no e2e, no race detector): the loop while editing.
 test-short:
-	$(GO) test -count=1 ./translator/ ./server/ ./cri/ ./config/ ./audit/ ./internal/...
+	$(GO) test -count=1 ./translator/ ./server/ ./cri/ ./config/ ./audit/ ./recording/ ./internal/...
 
 ## fuzz: every fuzz target (the parsers of untrusted bytes) for FUZZTIME each; crashers land in testdata/fuzz.
 FUZZTIME ?= 30s

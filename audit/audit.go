@@ -78,6 +78,10 @@ type Event struct {
 	// was not a normal one.
 	EndedBy   string `json:"endedBy,omitempty"`
 	EndReason string `json:"endReason,omitempty"`
+	// Recording is the session's terminal recording (tty sessions, with
+	// recordings on); RecordingError why it is missing or incomplete.
+	Recording      string `json:"recording,omitempty"`
+	RecordingError string `json:"recordingError,omitempty"`
 }
 
 // ObjectReference is the pod (and container) the request is about.

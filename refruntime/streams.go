@@ -57,6 +57,11 @@ func (r streamRuntime) trackExec(p *os.Process) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
+		// The whole group, as Stop kills them: a child of the shell
+		// (sleep in "sh -c 'echo; sleep'") would otherwise outlive it and
+		// hold the output pipes, and Wait with them. The process can be
+		// started, and even have written, before it is tracked.
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 		_ = p.Kill()
 		return false
 	}

@@ -21,10 +21,12 @@ type Metrics struct {
 	limited  *metrics.CounterVec
 	evicted  *metrics.Counter
 	dropped  *metrics.Counter
-	active   *metrics.GaugeVec
-	duration *metrics.HistogramVec
-	bytes    *metrics.CounterVec
-	probes   *metrics.CounterVec
+
+	recordingFails *metrics.Counter
+	active         *metrics.GaugeVec
+	duration       *metrics.HistogramVec
+	bytes          *metrics.CounterVec
+	probes         *metrics.CounterVec
 }
 
 // NewMetrics declares the metrics and registers them (and the Go runtime's
@@ -83,6 +85,11 @@ func NewMetrics() *Metrics {
 			Help:           "Audit records dropped because the audit log could not keep up (the session went on).",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		recordingFails: metrics.NewCounter(&metrics.CounterOpts{
+			Name:           "kubestream_session_recording_failures_total",
+			Help:           "Terminal recordings that could not start or were cut short (a full or read-only disk, a disk slower than the session); the session went on.",
+			StabilityLevel: metrics.ALPHA,
+		}),
 	}
 	m.RegisterWith(m.Registry.MustRegister)
 	// The collectors are Prometheus's own; component-base has no wrapper
@@ -95,7 +102,7 @@ func NewMetrics() *Metrics {
 // inside a kubelet, legacyregistry.MustRegister, so they appear on the
 // kubelet's /metrics. Call it once per registry.
 func (m *Metrics) RegisterWith(register func(...metrics.Registerable)) {
-	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped)
+	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped, m.recordingFails)
 }
 
 // TLSReloadFailed counts a failed reload of a serving TLS file.

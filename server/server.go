@@ -84,6 +84,9 @@ type Config struct {
 	StreamingVerbByMethod bool
 
 	Metrics *Metrics
+	// Recording, when set, records every tty exec and attach session that
+	// kubestream translates as an asciicast v2 file (recording package).
+	Recording *RecordingConfig
 	// Audit, when set, gets a record of every streaming session (admitted
 	// and ended) and of every refused streaming request (audit package).
 	Audit audit.Sink
@@ -98,6 +101,14 @@ type Config struct {
 	Limits Limits
 	// RuntimeReady, when set, is /healthz's runtime check.
 	RuntimeReady func(context.Context) error
+}
+
+// RecordingConfig says where terminal recordings go.
+type RecordingConfig struct {
+	Dir string
+	// Stdin records what the user typed too: it carries passwords, so it
+	// is off unless asked for.
+	Stdin bool
 }
 
 // Server serves the streaming endpoints.

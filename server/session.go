@@ -6,9 +6,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/audit"
+	"github.com/kubestream/kubestream/recording"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -34,6 +36,7 @@ type session struct {
 	// when it is refused before that.
 	ev      *audit.Event
 	started bool
+	rec     *recording.Recorder // a tty session's recording, if any
 }
 
 // begin starts tracking a request. A direct candidate's count waits until
@@ -66,6 +69,54 @@ func (ss *session) record(stage string, status *metav1.Status) {
 	ss.ev.Stage, ss.ev.StageTimestamp, ss.ev.ResponseStatus = stage, audit.Now(), status
 	ss.ev.Route, ss.ev.Protocol = string(ss.route), ss.protocol
 	ss.s.cfg.Audit.Record(ss.ev)
+}
+
+// observer starts the session's terminal recording when one is due (a tty
+// session, recordings on) and returns it as the translator's observer. A
+// recording that cannot start is logged, counted and on the audit record;
+// the session goes on.
+func (ss *session) observer(r *http.Request, opts translator.Options) translator.Observer {
+	rc := ss.s.cfg.Recording
+	if rc == nil || !opts.TTY {
+		return nil
+	}
+	meta := recording.Meta{Node: ss.s.cfg.NodeName, Namespace: r.PathValue("namespace"), Pod: r.PathValue("pod"),
+		Container: r.PathValue("container"), Subresource: ss.subresource}
+	var command []string
+	if ss.ev != nil {
+		meta.AuditID, meta.User, command = string(ss.ev.AuditID), ss.ev.User.Username, ss.ev.Command
+	} else {
+		meta.AuditID = string(uuid.NewUUID())
+		command = r.URL.Query()["command"]
+	}
+	rec, err := recording.Start(rc.Dir, meta, command, rc.Stdin)
+	if err != nil {
+		ss.recordingFailed(r, err)
+		return nil
+	}
+	ss.rec = rec
+	if ss.ev != nil {
+		ss.ev.Recording = rec.Path()
+	}
+	return rec
+}
+
+// closeRecording finishes the recording; an incomplete one is said.
+func (ss *session) closeRecording(r *http.Request) {
+	if ss.rec == nil {
+		return
+	}
+	if err := ss.rec.Close(); err != nil {
+		ss.recordingFailed(r, err)
+	}
+}
+
+func (ss *session) recordingFailed(r *http.Request, err error) {
+	ss.s.cfg.Metrics.recordingFails.Inc()
+	klog.FromContext(r.Context()).Info("Terminal recording failed; the session goes on", "err", err)
+	if ss.ev != nil {
+		ss.ev.RecordingError = err.Error()
+	}
 }
 
 // exited records how a remotecommand session ended: the status the client

@@ -67,6 +67,7 @@ const RuntimeProtocol = remotecommand.StreamProtocolV4Name
 type rcSession struct {
 	logger klog.Logger
 	cfg    *Config
+	obs    Observer // nil: none
 	opts   Options
 	wc     *wsConn
 	rt     *spdyConn
@@ -88,10 +89,11 @@ type rcSession struct {
 // WebSocket, dial opens the runtime's SPDY leg. It returns when both sides
 // are closed and every goroutine it started has ended: two per session, the
 // caller's (client to runtime) and one reading the runtime.
-func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, opts Options, cfg Config) Result {
+func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, opts Options, cfg Config, obs Observer) Result {
 	s := &rcSession{
 		logger:  klog.FromContext(ctx),
 		cfg:     &cfg,
+		obs:     obs,
 		opts:    opts,
 		wc:      newWSConn(ws, &cfg),
 		open:    map[uint32]bool{},
@@ -344,6 +346,9 @@ func (s *rcSession) output(ch byte, length int) error {
 			continue
 		}
 		s.bytes[ch].Add(uint64(n))
+		if s.obs != nil {
+			s.obs.Output(ch, buf[1:1+n])
+		}
 	}
 	return nil
 }
@@ -438,6 +443,9 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 				s.logger.V(4).Info("Runtime refused input", "channel", ch, "err", werr)
 			}
 			s.bytes[ch].Add(uint64(n))
+			if s.obs != nil {
+				s.obs.Input(buf[spdyHeaderLen : spdyHeaderLen+n])
+			}
 		}
 		if err == io.EOF {
 			return nil
@@ -463,6 +471,9 @@ func (s *rcSession) resize(r io.Reader, buf []byte) error {
 		return err
 	}
 	for _, size := range sizes {
+		if s.obs != nil {
+			s.obs.Resize(size.Width, size.Height)
+		}
 		out, _ := json.Marshal(size)
 		frame := append(buf[:spdyHeaderLen], out...)
 		if err := s.rt.writeData(s.resizeID, frame, false); err != nil {

@@ -29,7 +29,7 @@ func serveWith(t *testing.T, cfg Config, dial DialFunc) (*websocket.Conn, <-chan
 		if err != nil {
 			return
 		}
-		results <- ServeRemoteCommand(r.Context(), ws, dial, Options{Stdout: true, Stdin: true}, cfg)
+		results <- ServeRemoteCommand(r.Context(), ws, dial, Options{Stdout: true, Stdin: true}, cfg, nil)
 	}))
 	t.Cleanup(srv.Close)
 	d := websocket.Dialer{Subprotocols: []string{"v5.channel.k8s.io"}}

@@ -45,7 +45,7 @@ func newRoot() *cobra.Command {
 	gfs := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(gfs)
 	root.PersistentFlags().AddGoFlagSet(gfs)
-	root.AddCommand(newServe(), newDemo(), newRemoteCommand("exec"), newRemoteCommand("attach"), newPortForward())
+	root.AddCommand(newServe(), newDemo(), newRemoteCommand("exec"), newRemoteCommand("attach"), newPortForward(), newRecordings(), newReplay())
 	return root
 }
 

@@ -67,6 +67,8 @@ type ServeOptions struct {
 	RequestReadTimeout         time.Duration
 	MaxStreamingSessions       int
 	MaxStreamingSessionsPerPod int
+	SessionRecordingDir        string
+	SessionRecordingStdin      bool
 	// Audit log, the apiserver's flags.
 	AuditLogPath                                       string
 	AuditLogMaxSize, AuditLogMaxBackup, AuditLogMaxAge int
@@ -107,6 +109,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion, "Minimum TLS version: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+" (the kubelet's flag).")
 	fs.StringSliceVar(&o.TLSCipherSuites, "tls-cipher-suites", o.TLSCipherSuites, "Comma-separated cipher suites for TLS 1.2 (IANA names; empty: Go's defaults), as the kubelet's flag. Possible values: "+strings.Join(cliflag.TLSCipherPossibleValues(), ", "))
 	fs.IntVar(&o.MaxStreamingSessions, "max-streaming-sessions", o.MaxStreamingSessions, "Most concurrent exec, attach and port-forward sessions on the node; more get 429 with Retry-After (running sessions are never cut). 0: a quarter of the descriptor limit (RLIMIT_NOFILE), each session holding two.")
+	fs.StringVar(&o.SessionRecordingDir, "session-recording-dir", o.SessionRecordingDir, "Record every tty exec and attach session kubestream translates as an asciicast v2 file here (kubestream recordings lists them, kubestream replay plays one); empty: none.")
+	fs.BoolVar(&o.SessionRecordingStdin, "session-recording-stdin", o.SessionRecordingStdin, "Record what the user typed too (it carries passwords); off by default.")
 	fs.StringVar(&o.AuditLogPath, "audit-log-path", o.AuditLogPath, "Write an audit record of every streaming session (admitted, ended) and every refused streaming request to this file as JSON lines ('-': standard output); empty: none.")
 	fs.IntVar(&o.AuditLogMaxSize, "audit-log-maxsize", o.AuditLogMaxSize, "Rotate the audit log when it reaches this many megabytes (0: 100).")
 	fs.IntVar(&o.AuditLogMaxBackup, "audit-log-maxbackup", o.AuditLogMaxBackup, "Most rotated audit logs to keep (0: all).")
@@ -226,6 +230,9 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		}
 		cleanups = append(cleanups, func() { _ = w.Close() })
 		cfg.Audit = w
+	}
+	if o.SessionRecordingDir != "" {
+		cfg.Recording = &server.RecordingConfig{Dir: o.SessionRecordingDir, Stdin: o.SessionRecordingStdin}
 	}
 	var tlsConfig *tls.Config
 	var servingFiles *servingTLS

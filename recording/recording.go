@@ -1,0 +1,233 @@
+// Package recording writes terminal sessions (exec and attach with a tty)
+// as asciicast v2 files, the format `asciinema play` replays: a JSON header
+// line, then one JSON array per event, [seconds, "o"|"i"|"r", data].
+//
+// A recording never slows its session: events are copied into a queue
+// bounded in bytes and written by one goroutine per recording; when the
+// queue is full, or the disk refuses a write, the recording stops (and says
+// why in Close's error), the session goes on.
+package recording
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Meta is what the header says about the session beside asciicast's own
+// fields, under "kubestream".
+type Meta struct {
+	AuditID     string `json:"auditID"`
+	Node        string `json:"node,omitempty"`
+	Namespace   string `json:"namespace"`
+	Pod         string `json:"pod"`
+	Container   string `json:"container"`
+	Subresource string `json:"subresource"`
+	User        string `json:"user,omitempty"`
+	Stdin       bool   `json:"stdinRecorded"`
+}
+
+// Header is an asciicast v2 header.
+type Header struct {
+	Version    int               `json:"version"`
+	Width      int               `json:"width"`
+	Height     int               `json:"height"`
+	Timestamp  int64             `json:"timestamp"`
+	Command    string            `json:"command,omitempty"`
+	Title      string            `json:"title,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Kubestream Meta              `json:"kubestream"`
+}
+
+// MaxQueued bounds the bytes a recording may have waiting for the disk.
+const MaxQueued = 8 << 20
+
+type event struct {
+	at   float64
+	kind string
+	data string
+}
+
+// Recorder records one session; its methods are translator.Observer's.
+type Recorder struct {
+	path  string
+	start time.Time
+	hdr   Header
+	stdin bool
+
+	mu      sync.Mutex // guards the fields below, taken by both session goroutines
+	queued  int
+	stopped error  // why events are no longer taken
+	pending []byte // the start of a UTF-8 sequence cut by a frame boundary
+	headed  bool
+	queue   chan event
+	done    chan error
+}
+
+// Start creates DIR/<auditID>.cast and its writer. An error means no
+// recording; the session goes on.
+func Start(dir string, meta Meta, command []string, withStdin bool) (*Recorder, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("recording directory: %w", err)
+	}
+	path := filepath.Join(dir, meta.AuditID+".cast")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating the recording: %w", err)
+	}
+	meta.Stdin = withStdin
+	now := time.Now()
+	r := &Recorder{path: path, start: now, stdin: withStdin,
+		hdr: Header{Version: 2, Width: 80, Height: 24, Timestamp: now.Unix(), Command: strings.Join(command, " "),
+			Title: meta.Namespace + "/" + meta.Pod + "/" + meta.Container, Env: map[string]string{"TERM": "xterm"}, Kubestream: meta},
+		queue: make(chan event, 1024), done: make(chan error, 1)}
+	go r.write(f)
+	return r, nil
+}
+
+// Path is the recording's file.
+func (r *Recorder) Path() string { return r.path }
+
+// Output records what the client was sent on stdout (with a tty, stderr is
+// merged into it by the terminal).
+func (r *Recorder) Output(_ byte, p []byte) { r.add("o", p, true) }
+
+// Input records stdin when asked to.
+func (r *Recorder) Input(p []byte) {
+	if r.stdin {
+		r.add("i", p, false)
+	}
+}
+
+// Resize records a terminal size; one that comes before any output is the
+// header's (the size the terminal has when output begins).
+func (r *Recorder) Resize(w, h uint16) {
+	r.mu.Lock()
+	if !r.headed {
+		r.hdr.Width, r.hdr.Height = int(w), int(h)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.add("r", []byte(fmt.Sprintf("%dx%d", w, h)), false)
+}
+
+func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped != nil {
+		return
+	}
+	if !r.headed {
+		r.headed = true
+		h, _ := json.Marshal(r.hdr)
+		r.send(event{kind: "header", data: string(h)})
+	}
+	data := p
+	if utf8Join {
+		// A multi-byte character cut between two frames is recorded whole
+		// with the second, as a terminal would show it.
+		data = append(r.pending, p...)
+		r.pending = nil
+		if cut := incompleteTail(data); cut > 0 {
+			r.pending = append([]byte(nil), data[len(data)-cut:]...)
+			data = data[:len(data)-cut]
+		}
+	}
+	if len(data) == 0 {
+		return
+	}
+	r.send(event{at: time.Since(r.start).Seconds(), kind: kind, data: string(data)})
+}
+
+// send queues e (mu held), or stops the recording when the writer is too
+// far behind.
+func (r *Recorder) send(e event) {
+	if r.queued+len(e.data) > MaxQueued {
+		r.stopped = errors.New("recording stopped: the disk could not keep up with the session")
+		return
+	}
+	select {
+	case r.queue <- e:
+		r.queued += len(e.data)
+	default:
+		r.stopped = errors.New("recording stopped: the disk could not keep up with the session")
+	}
+}
+
+func (r *Recorder) write(f *os.File) {
+	w := bufio.NewWriter(f)
+	var werr error
+	for e := range r.queue {
+		r.mu.Lock()
+		r.queued -= len(e.data)
+		r.mu.Unlock()
+		if werr != nil {
+			continue // keep draining so the session never waits
+		}
+		var line []byte
+		if e.kind == "header" {
+			line = []byte(e.data)
+		} else {
+			line, _ = json.Marshal([]any{e.at, e.kind, e.data})
+		}
+		if _, werr = w.Write(append(line, '\n')); werr != nil {
+			continue
+		}
+		if len(r.queue) == 0 {
+			werr = w.Flush()
+		}
+	}
+	if werr == nil {
+		werr = w.Flush()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	r.done <- werr
+}
+
+// Close ends the recording once everything queued is written; the error
+// says whether it is complete.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	if len(r.pending) > 0 && r.stopped == nil {
+		r.send(event{at: time.Since(r.start).Seconds(), kind: "o", data: string(r.pending)})
+	}
+	stopped := r.stopped
+	if stopped == nil {
+		r.stopped = errors.New("closed")
+	}
+	close(r.queue)
+	r.mu.Unlock()
+	werr := <-r.done
+	if werr != nil {
+		return fmt.Errorf("writing the recording: %w", werr)
+	}
+	return stopped
+}
+
+// incompleteTail is how many bytes at the end of b start a UTF-8 sequence
+// that is not complete yet (0-3).
+func incompleteTail(b []byte) int {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < 0x80 {
+			return 0
+		}
+		if c >= 0xC0 { // a leading byte: is its sequence complete?
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
