@@ -86,7 +86,7 @@ func TestAuditRecords(t *testing.T) {
 	}{
 		{"translated", "websocket", "translated", n, "node.log", true, map[string]uint64{"stdin": 6, "stdout": 6, "stderr": 4}},
 		{"direct", "websocket", "direct", d, "direct.log", true, nil},
-		{"proxied-spdy", "spdy", "proxied-spdy", n, "node.log", false, nil},
+		{"proxied-spdy", "spdy", "proxied-spdy", n, "node.log", true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprintf("audit-%s-%d", tc.name, time.Now().UnixNano())

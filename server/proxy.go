@@ -60,6 +60,9 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 	res := translator.RelaySPDY(sctx, conn, rt, proto, s.cfg.Translator)
 	ss.carried("spdy-up", res.BytesUp)
 	ss.carried("spdy-down", res.BytesDown)
+	if res.Status != nil { // v4 remotecommand: the node read the status
+		ss.exited(res.Status)
+	}
 	logger := klog.FromContext(ctx)
 	if res.Lost > 0 || res.Err != nil {
 		ss.ended("runtime", res.Err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moby/spdystream/spdy"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
@@ -91,7 +92,24 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 	<-upDone
 	_ = client.Close()
 	r.res.Err = downErr
+	r.res.Status = r.finalStatus()
 	return r.res
+}
+
+// finalStatus reads what the error stream said (v4): a Status, or nothing
+// at all when the command succeeded.
+func (r *spdyRelay) finalStatus() *metav1.Status {
+	if !r.jsonStatus || !r.errClosed {
+		return nil
+	}
+	if len(r.status) == 0 {
+		return &metav1.Status{Status: metav1.StatusSuccess}
+	}
+	st := &metav1.Status{}
+	if json.Unmarshal(r.status, st) != nil {
+		return nil
+	}
+	return st
 }
 
 // RelayResult is what a relayed SPDY session carried and how it ended.
@@ -105,6 +123,10 @@ type RelayResult struct {
 	// Err is why the runtime's side ended, nil for a clean close; UpErr
 	// why the client's did, nil for a close.
 	Err, UpErr error
+	// Status is what the runtime sent on the error stream (v4, whose error
+	// stream carries a metav1.Status; nil otherwise, or when it did not
+	// fit statusMax).
+	Status *metav1.Status
 }
 
 type spdyRelay struct {
@@ -137,6 +159,11 @@ type spdyRelay struct {
 	// The down copier's: the grace for the frame in flight is armed once
 	// the node stops; framingLost once half a frame went to the client.
 	graceArmed, framingLost bool
+	// status collects the error stream's data (v4), for the audit record;
+	// errClosed: the runtime finished an error stream (with no data: the
+	// command succeeded).
+	status    []byte
+	errClosed bool
 }
 
 // maxHeaderFrame bounds the header frames the relay decodes; client-go's
@@ -280,6 +307,22 @@ func (r *spdyRelay) decodeHeaders(frame []byte) {
 	}
 }
 
+// keepStatus keeps a data frame's payload when it is on an error stream
+// (down copier only). A frame larger than the copy buffer was copied in
+// pieces and is not kept; neither is a status over statusMax.
+func (r *spdyRelay) keepStatus(id uint32, payload []byte, n int) {
+	if n > len(payload) {
+		return
+	}
+	r.mu.Lock()
+	isErr := r.errStreams[id]
+	r.mu.Unlock()
+	if !isErr || len(r.status)+n > statusMax {
+		return
+	}
+	r.status = append(r.status, payload[:n]...)
+}
+
 // stopTracking gives up on error streams for the rest of the session (up
 // copier only).
 func (r *spdyRelay) stopTracking() {
@@ -328,6 +371,9 @@ func (r *spdyRelay) down() error {
 		r.wmu.Lock()
 		wrote, err := r.copyFrame(r.client, br, *bp, n, &r.res.BytesDown, r.graceForFrame)
 		r.wmu.Unlock()
+		if err == nil && r.jsonStatus && h[0]&spdyControlBit == 0 && n > 0 {
+			r.keepStatus(spdyStreamID(h[:]), (*bp)[spdyHeaderLen:], n)
+		}
 		putBuf(bp)
 		if err != nil {
 			if wrote {
@@ -338,6 +384,13 @@ func (r *spdyRelay) down() error {
 			return err
 		}
 		if ends != 0 {
+			r.mu.Lock()
+			if r.errStreams[ends] {
+				// Finished or reset by the runtime (cri-streaming resets
+				// every stream at the end): what it said there is all.
+				r.errClosed = true
+			}
+			r.mu.Unlock()
 			r.closeErrStream(ends)
 		}
 	}
