@@ -70,17 +70,21 @@ func joinAudit(t *testing.T, cp *controlPlane, nodeLog string, since time.Time) 
 				continue
 			}
 			// The node's request arrives after the apiserver's and before
-			// the apiserver's session ends.
+			// the apiserver's session ends (one clock: no slack beyond
+			// the timestamps' microseconds).
 			at := rec.RequestReceivedTimestamp.Time
-			if at.Before(e.RequestReceivedTimestamp.Time.Add(-time.Second)) || at.After(e.StageTimestamp.Time.Add(time.Second)) {
+			if at.Before(e.RequestReceivedTimestamp.Time.Add(-time.Millisecond)) || at.After(e.StageTimestamp.Time.Add(time.Millisecond)) {
 				continue
 			}
 			hits = append(hits, string(e.AuditID))
 		}
 		if len(hits) != 1 {
-			t.Errorf("node record %s (%s %s/%s %q at %s, route %s) joins %d apiserver events %v",
+			t.Errorf("node record %s (%s %s/%s %q at %s, route %s, correlation %v) joins %d apiserver events %v",
 				rec.AuditID, rec.ObjectRef.Subresource, rec.ObjectRef.Namespace, rec.ObjectRef.Name, rec.Command,
-				rec.RequestReceivedTimestamp.Format(time.RFC3339Nano), rec.Route, len(hits), hits)
+				rec.RequestReceivedTimestamp.Format(time.RFC3339Nano), rec.Route, rec.Correlation, len(hits), hits)
+			for _, e := range events {
+				t.Logf("apiserver %s %s %s..%s", e.AuditID, e.ObjectRef.Subresource, e.RequestReceivedTimestamp.Format(time.RFC3339Nano), e.StageTimestamp.Format(time.RFC3339Nano))
+			}
 			continue
 		}
 		joined[string(rec.AuditID)] = hits[0]
