@@ -91,6 +91,24 @@ func TestAPIServer(t *testing.T) {
 		if joined := joinAudit(t, cp, nodeAudit, since); len(joined) != 6 {
 			t.Errorf("joined %d node sessions, want 6", len(joined))
 		}
+		// What reaches a node (README, Audit log): kubectl's own headers
+		// and X-Forwarded-For when the apiserver passes the WebSocket
+		// through; nothing when it translates; never the apiserver's
+		// Audit-ID.
+		for _, rec := range auditLog(t, nodeAudit) {
+			if rec.RequestReceivedTimestamp.Time.Before(since) || rec.Stage != "ResponseComplete" {
+				continue
+			}
+			c := rec.Correlation
+			switch {
+			case c["Audit-Id"] != "":
+				t.Errorf("the apiserver's Audit-ID reached the node: %v", c)
+			case rec.Route == "translated" && (c["Kubectl-Session"] == "" || c["Kubectl-Command"] != "kubectl exec" || c["X-Forwarded-For"] == ""):
+				t.Errorf("passed-through WebSocket without kubectl's headers: %v", c)
+			case rec.Route == "proxied-spdy" && len(c) != 0:
+				t.Errorf("the apiserver's own SPDY carried %v", c)
+			}
+		}
 	})
 
 	t.Run("declared/exec", func(t *testing.T) {
