@@ -152,8 +152,11 @@ type procStats struct {
 }
 
 func translatorHandler(impl string, c *cri.Client) (http.Handler, error) {
-	if impl == "upstream" {
+	switch impl {
+	case "upstream":
 		return upstreamHandler(c), nil
+	case "kubestream-audit":
+		return kubestreamAuditHandler(c)
 	}
 	return kubestreamHandler(c)
 }

@@ -129,6 +129,29 @@ func (r *results) write(o options) error {
 		}
 		fmt.Fprintf(&s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
 	}
+	if len(r.stdoutMBps["kubestream-audit"]) > 0 {
+		fmt.Fprintf(&s, "\n## The audit log's cost (kubestream with an audit log against without, same run)\n\n| figure | kubestream | kubestream with audit | with ÷ without | target | met |\n|---|---|---|---|---|---|\n")
+		for _, f := range []struct {
+			name, unit string
+			m          map[string][]float64
+			min        float64 // with ÷ without at least (0: no target)
+		}{
+			{"stdout throughput", "MB/s", r.stdoutMBps, 0.97},
+			{"stdin throughput", "MB/s", r.stdinMBps, 0.97},
+			{"port-forward down", "MB/s", r.pfDownMBps, 0},
+			{"setup to first byte p50", "ms", r.setupP50, 0},
+			{"translator CPU per GiB stdout", "s", r.cpuStdout, 0},
+			{"translator CPU per GiB stdin", "s", r.cpuStdin, 0},
+		} {
+			without, with := median(f.m["kubestream"]), median(f.m["kubestream-audit"])
+			target, met := "", ""
+			if f.min > 0 {
+				target = fmt.Sprintf("≥ %.2f", f.min)
+				met = map[bool]string{true: "yes", false: "**no**"}[with/without >= f.min]
+			}
+			fmt.Fprintf(&s, "| %s | %.*f %s | %.*f %s | %s | %s | %s |\n", f.name, prec(f.unit), without, f.unit, prec(f.unit), with, f.unit, ratio(with, without), target, met)
+		}
+	}
 	fmt.Fprintf(&s, "\n## Aggregate stdout throughput with concurrent transfers (MB/s, %d MiB in all)\n\n| transfers | direct SPDY | TCP relay | upstream | kubestream | kubestream ÷ direct |\n|---|---|---|---|---|---|\n", r.size>>20)
 	for _, k := range r.concurrencyLevels {
 		fmt.Fprintf(&s, "| %d | %.0f | %.0f | %.0f | %.0f | %s |\n", k, r.concurrency["direct"][k], r.concurrency["relay"][k], r.concurrency["upstream"][k], r.concurrency["kubestream"][k],

@@ -121,7 +121,11 @@ func orchestrate(o options) error {
 		rp.relay, rp.proc = ch.value, ch
 	}
 	paths = append(paths, rp)
-	for _, impl := range []string{"upstream", "kubestream"} {
+	impls := []string{"upstream", "kubestream"}
+	if o.want("audit") {
+		impls = append(impls, "kubestream-audit") // the cost of the audit log, same run
+	}
+	for _, impl := range impls {
 		p := &path{name: impl, cri: c}
 		if o.inproc {
 			h, err := translatorHandler(impl, c)
@@ -180,6 +184,9 @@ func orchestrate(o options) error {
 		}
 		r.concurrencyLevels = append(r.concurrencyLevels, k)
 		for _, p := range paths {
+			if p.name == "kubestream-audit" {
+				continue
+			}
 			agg, err := concurrentStdout(ctx, p, k, o.size)
 			if err != nil {
 				return fmt.Errorf("%s concurrency %d: %w", p.name, k, err)
@@ -195,7 +202,7 @@ func orchestrate(o options) error {
 	if !o.inproc && o.want("idle") {
 		// Unloaded baselines first: right after thousands of sessions
 		// close, backend and translator are still tearing them down.
-		translators := paths[2:]
+		translators := paths[2:4] // upstream and kubestream
 		for _, p := range translators {
 			unloaded, err := setupTimes(ctx, p, o.setupN)
 			if err != nil {

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/proxy"
 	upstream "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/server"
 )
@@ -31,6 +34,22 @@ func (staticLookup) ContainerID(context.Context, cri.PodRef, string) (string, er
 // translating.
 func kubestreamHandler(c *cri.Client) (http.Handler, error) {
 	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectNever}})
+}
+
+// kubestreamAuditHandler is the same with the audit log on (a file in the
+// system's temporary directory, left behind: the bench's sessions write
+// a few hundred KiB), for the cost of auditing.
+func kubestreamAuditHandler(c *cri.Client) (http.Handler, error) {
+	f, err := os.CreateTemp("", "kubestream-bench-audit-*.log")
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	w, err := audit.NewFile(klog.Background(), audit.FileOptions{Path: f.Name()})
+	if err != nil {
+		return nil, err
+	}
+	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectNever}, Audit: w})
 }
 
 // upstreamHandler is what a kube-apiserver (and a 1.36+ kubelet under
