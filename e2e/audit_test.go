@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
@@ -129,6 +133,46 @@ func TestAuditRecords(t *testing.T) {
 		end := sessionRecords(t, filepath.Join(dir, "node.log"), id, 2)[1]
 		if end.Route != "tunneled" || end.ObjectRef.Subresource != "portforward" || end.Bytes["tunnel-up"] == 0 || end.Bytes["tunnel-down"] == 0 {
 			t.Fatalf("tunnel end record: %+v", end)
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		id := fmt.Sprintf("audit-attach-%d", time.Now().UnixNano())
+		n.headers = http.Header{"Audit-Id": {id}}
+		defer func() { n.headers = nil }()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out := &lineCancel{cancel: cancel}
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go func() { _, _ = pw.Write([]byte("direct\n")) }()
+		n.stream(ctx, n.execURL("attach", "echo", "echo", true, false), streamOpts{protocol: "websocket", stdin: pr, stdout: out})
+		end := sessionRecords(t, filepath.Join(dir, "node.log"), id, 2)[1]
+		if end.Route != "translated" || end.ObjectRef.Subresource != "attach" || end.ObjectRef.Container != "echo" ||
+			end.Bytes["stdin"] != 7 || end.Bytes["stdout"] < uint64(len("echo: direct\n")) || end.EndedBy != "client" {
+			t.Fatalf("attach end record: %+v", end)
+		}
+	})
+
+	t.Run("proxied-websocket", func(t *testing.T) {
+		id := fmt.Sprintf("audit-legacy-%d", time.Now().UnixNano())
+		d := websocket.Dialer{TLSClientConfig: n.tlsConfig(n.certs.ClientCert, n.certs.ClientKey),
+			Subprotocols: []string{"v4.channel.k8s.io"}, HandshakeTimeout: 10 * time.Second}
+		c, resp, err := d.Dial(strings.Replace(n.run.URL, "https://", "wss://", 1)+"/exec/default/demo/app?command=echo&command=legacy&output=1",
+			http.Header{"Audit-Id": {id}})
+		if err != nil {
+			t.Fatalf("dial: %v (%v)", err, resp)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				break
+			}
+		}
+		c.Close()
+		end := sessionRecords(t, filepath.Join(dir, "node.log"), id, 2)[1]
+		if end.Route != "proxied-websocket" || end.Protocol != "v4.channel.k8s.io" || end.Bytes["websocket-down"] == 0 {
+			t.Fatalf("legacy end record: %+v", end)
 		}
 	})
 
