@@ -178,15 +178,16 @@ func TestAuditRecords(t *testing.T) {
 
 	t.Run("refused", func(t *testing.T) {
 		for _, tc := range []struct {
-			name, path string
-			cert       bool
-			code       int32
+			name, path, protocol string
+			cert                 bool
+			code                 int32
 		}{
-			{"no certificate", "/exec/default/demo/app?command=true&output=1", false, http.StatusUnauthorized},
-			{"unknown pod", "/exec/default/nosuchpod/app?command=true&output=1", true, http.StatusNotFound},
+			{"no certificate", "/exec/default/demo/app?command=true&output=1", "v5.channel.k8s.io", false, http.StatusUnauthorized},
+			{"unknown pod", "/exec/default/nosuchpod/app?command=true&output=1", "v5.channel.k8s.io", true, http.StatusNotFound},
+			{"bad protocol", "/exec/default/demo/app?command=true&output=1", "v99.channel.k8s.io", true, http.StatusForbidden},
 		} {
 			id := fmt.Sprintf("audit-refused-%d", time.Now().UnixNano())
-			hdr := wsHeaders("v5.channel.k8s.io")
+			hdr := wsHeaders(tc.protocol)
 			hdr.Set("Audit-Id", id)
 			cert, key := n.certs.ClientCert, n.certs.ClientKey
 			if !tc.cert {
