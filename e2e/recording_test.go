@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,10 @@ func TestSessionRecording(t *testing.T) {
 	recDir := filepath.Join(dir, "rec")
 	n := startNode(t, withRecordings(recDir, false), withAudit(filepath.Join(dir, "audit.log")))
 
-	record := func(t *testing.T, n *node, script string, sizes ...remotecommand.TerminalSize) execResult {
+	// record runs script on a tty; stdin, when given, is a pipe kept open
+	// until the session ends (containerd ends a tty exec whose stdin
+	// closes).
+	record := func(t *testing.T, n *node, script, stdin string, sizes ...remotecommand.TerminalSize) execResult {
 		q := make(sizeQueue, len(sizes))
 		for i := range sizes {
 			q <- &sizes[i]
@@ -63,16 +67,22 @@ func TestSessionRecording(t *testing.T) {
 		close(q)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return n.stream(ctx, n.execURL("exec", "term", "shell", true, true, "sh", "-c", script),
-			streamOpts{protocol: "websocket", tty: true, sizes: q, stdin: strings.NewReader("typed secret\n")})
+		o := streamOpts{protocol: "websocket", tty: true, sizes: q}
+		if stdin != "" {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go func() { _, _ = pw.Write([]byte(stdin)) }()
+			o.stdin = pr
+		}
+		return n.stream(ctx, n.execURL("exec", "demo", "app", stdin != "", true, "sh", "-c", script), o)
 	}
 
 	t.Run("replays what the client saw", func(t *testing.T) {
 		// The size may land a moment after the shell starts: wait for it;
 		// then output with multi-byte characters, in several writes.
-		script := `for i in $(seq 100); do s=$(stty size); [ "$s" = "40 120" ] && break; sleep 0.05; done; read x; ` +
+		script := `for i in $(seq 100); do s=$(stty size); [ "$s" = "40 120" ] && break; sleep 0.05; done; ` +
 			`echo "size=$s"; for i in 1 2 3; do printf 'ünïcödé ✓ %s\n' $i; done`
-		res := record(t, n, script, remotecommand.TerminalSize{Width: 100, Height: 30}, remotecommand.TerminalSize{Width: 120, Height: 40})
+		res := record(t, n, script, "", remotecommand.TerminalSize{Width: 100, Height: 30}, remotecommand.TerminalSize{Width: 120, Height: 40})
 		if res.err != nil || !strings.Contains(res.stdout, "size=40 120") {
 			t.Fatalf("tty session: %+v", res)
 		}
@@ -90,7 +100,7 @@ func TestSessionRecording(t *testing.T) {
 		})
 		h, evs := castEvents(t, end.Recording)
 		if h.Version != 2 || h.Kubestream.AuditID != end.AuditID ||
-			h.Kubestream.Pod != "term" || !strings.HasPrefix(h.Command, "sh -c") || h.Kubestream.Stdin {
+			h.Kubestream.Pod != "demo" || !strings.HasPrefix(h.Command, "sh -c") || h.Kubestream.Stdin {
 			t.Fatalf("header %+v (audit ID %s)", h, end.AuditID)
 		}
 		var out strings.Builder
@@ -125,14 +135,14 @@ func TestSessionRecording(t *testing.T) {
 			t.Fatalf("replay: %v %q, want %q", err, played, res.stdout)
 		}
 		listed, err := exec.Command(bin, "recordings", recDir).Output()
-		if err != nil || !strings.Contains(string(listed), end.AuditID) || !strings.Contains(string(listed), "default/term") {
+		if err != nil || !strings.Contains(string(listed), end.AuditID) || !strings.Contains(string(listed), "default/demo") {
 			t.Fatalf("recordings: %v\n%s", err, listed)
 		}
 	})
 
 	t.Run("stdin when asked for", func(t *testing.T) {
 		in := startNode(t, withRecordings(filepath.Join(dir, "rec-stdin"), true))
-		res := record(t, in, `read x; echo got`)
+		res := record(t, in, `read x; echo got`, "typed secret\n")
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
@@ -147,7 +157,7 @@ func TestSessionRecording(t *testing.T) {
 				typed += e[2].(string)
 			}
 		}
-		if typed != "typed secret\n" {
+		if typed != "typed secret\n" || !strings.Contains(res.stdout, "got") {
 			t.Fatalf("stdin recorded %q", typed)
 		}
 		in.waitIdle(10 * time.Second)
@@ -157,7 +167,7 @@ func TestSessionRecording(t *testing.T) {
 		ro := filepath.Join(dir, "file-not-dir")
 		_ = os.WriteFile(ro, nil, 0o600)
 		bad := startNode(t, withRecordings(ro, false))
-		res := record(t, bad, `read x; echo still served`)
+		res := record(t, bad, `echo still served`, "")
 		if res.err != nil || !strings.Contains(res.stdout, "still served") {
 			t.Fatalf("session with an unwritable recording directory: %+v", res)
 		}
