@@ -214,6 +214,22 @@ func TestKubelet(t *testing.T) {
 		}
 	})
 
+	// The audit log the configuration file asked for: the exec subtest's
+	// sessions are on record with the apiserver as the caller and their
+	// exit codes.
+	t.Run("audit", func(t *testing.T) {
+		var exit3 int
+		for _, e := range auditLog(t, filepath.Join(cp.dir, "kubelet", "kubestream-audit.log")) {
+			if e.Stage == "ResponseComplete" && e.ObjectRef.Subresource == "exec" && e.ExitCode != nil && *e.ExitCode == 3 &&
+				e.Route == "translated" && e.User.Username == "kube-apiserver-kubelet-client" && e.ObjectRef.Name == "shell" {
+				exit3++
+			}
+		}
+		if exit3 == 0 {
+			t.Fatal("the kubelet's audit log has no record of the exec that exited 3")
+		}
+	})
+
 	// The kubelet's own filter asks get of nodes/proxy for a WebSocket
 	// upgrade; kubestream inside it asks the kubelet's authorizer again,
 	// for create. A user granted get only (a monitoring agent's usual
@@ -293,7 +309,9 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	}
 	// What the kubelet has no field for comes from kubestream's own file.
 	ksFile := filepath.Join(dir, "kubestream.yaml")
-	if err := os.WriteFile(ksFile, []byte("apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: never\n"), 0o600); err != nil {
+	ks := "apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: never\n" +
+		"auditLogPath: " + filepath.Join(dir, "kubestream-audit.log") + "\n"
+	if err := os.WriteFile(ksFile, []byte(ks), 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
 	cp.start("kubelet-kubestream", "--config", cfgFile, "--kubestream-config", ksFile, "--kubeconfig", kc,
