@@ -59,6 +59,7 @@ func TestSessionRecording(t *testing.T) {
 	// record runs script on a tty; stdin, when given, is a pipe kept open
 	// until the session ends (containerd ends a tty exec whose stdin
 	// closes).
+	protocol := "websocket"
 	record := func(t *testing.T, n *node, script, stdin string, sizes ...remotecommand.TerminalSize) execResult {
 		q := make(sizeQueue, len(sizes))
 		for i := range sizes {
@@ -67,7 +68,7 @@ func TestSessionRecording(t *testing.T) {
 		close(q)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		o := streamOpts{protocol: "websocket", tty: true, sizes: q}
+		o := streamOpts{protocol: protocol, tty: true, sizes: q}
 		if stdin != "" {
 			pr, pw := io.Pipe()
 			defer pw.Close()
@@ -77,7 +78,7 @@ func TestSessionRecording(t *testing.T) {
 		return n.stream(ctx, n.execURL("exec", "demo", "app", stdin != "", true, "sh", "-c", script), o)
 	}
 
-	t.Run("replays what the client saw", func(t *testing.T) {
+	replays := func(t *testing.T, n *node, dir, route string) {
 		// The size may land a moment after the shell starts: wait for it;
 		// then output with multi-byte characters, in several writes.
 		script := `for i in $(seq 100); do s=$(stty size); [ "$s" = "40 120" ] && break; sleep 0.05; done; ` +
@@ -92,7 +93,7 @@ func TestSessionRecording(t *testing.T) {
 		}
 		waitFor(t, 10*time.Second, func() bool {
 			for _, e := range auditLog(t, filepath.Join(dir, "audit.log")) {
-				if e.Stage == "ResponseComplete" && e.Recording != "" {
+				if e.Stage == "ResponseComplete" && e.Recording != "" && e.Route == route {
 					end.Recording, end.AuditID = e.Recording, string(e.AuditID)
 				}
 			}
@@ -138,7 +139,29 @@ func TestSessionRecording(t *testing.T) {
 		if err != nil || !strings.Contains(string(listed), end.AuditID) || !strings.Contains(string(listed), "default/demo") {
 			t.Fatalf("recordings: %v\n%s", err, listed)
 		}
-	})
+	}
+
+	for _, route := range []struct {
+		name, protocol string
+		node           func(t *testing.T, dir string) *node
+	}{
+		{"translated", "websocket", func(*testing.T, string) *node { return n }},
+		{"proxied-spdy", "spdy", func(*testing.T, string) *node { return n }},
+		{"direct", "websocket", func(t *testing.T, dir string) *node {
+			return startNode(t, withWebSocketRuntime(), withRecordings(recDir, false), withAudit(filepath.Join(dir, "audit.log")))
+		}},
+	} {
+		t.Run("replays what the client saw/"+route.name, func(t *testing.T) {
+			protocol = route.protocol
+			defer func() { protocol = "websocket" }()
+			rdir := dir
+			if route.name == "direct" {
+				rdir = t.TempDir()
+			}
+			n := route.node(t, rdir)
+			replays(t, n, rdir, route.name)
+		})
+	}
 
 	t.Run("stdin when asked for", func(t *testing.T) {
 		in := startNode(t, withRecordings(filepath.Join(dir, "rec-stdin"), true))

@@ -138,7 +138,8 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		logger.V(2).Info("Client went away during the handshake", "err", err)
 		return nil
 	}
-	res := translator.Splice(ctx, client, rt, ss.protocol, s.cfg.Translator)
+	res := translator.Splice(ctx, client, rt, ss.protocol, s.cfg.Translator, ss.observer(r))
+	ss.closeRecording(r)
 	ss.carried("direct-up", res.BytesUp)
 	ss.carried("direct-down", res.BytesDown)
 	if ss.subresource != PortForward {

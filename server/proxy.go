@@ -57,7 +57,8 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 		httpstream.HeaderConnection, httpstream.HeaderUpgrade, httpstream.HeaderUpgrade, "SPDY/3.1",
 		httpstream.HeaderProtocolVersion, proto)
 	_ = bw.Flush()
-	res := translator.RelaySPDY(sctx, conn, rt, proto, s.cfg.Translator)
+	res := translator.RelaySPDY(sctx, conn, rt, proto, s.cfg.Translator, ss.observer(r))
+	ss.closeRecording(r)
 	ss.carried("spdy-up", res.BytesUp)
 	ss.carried("spdy-down", res.BytesDown)
 	if res.Status != nil { // v4 remotecommand: the node read the status
@@ -137,9 +138,13 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *sess
 	// A write that fails here fails again in the splice, which ends then.
 	_, _ = bw.WriteString(head + "\r\n")
 	_ = bw.Flush()
-	res := translator.Splice(sctx, client, rt, proto, s.cfg.Translator)
+	res := translator.Splice(sctx, client, rt, proto, s.cfg.Translator, ss.observer(r))
+	ss.closeRecording(r)
 	ss.carried("websocket-up", res.BytesUp)
 	ss.carried("websocket-down", res.BytesDown)
+	if res.Status != nil { // v4.channel.k8s.io: the node read the status
+		ss.exited(res.Status)
+	}
 	klog.FromContext(ctx).V(3).Info("Legacy WebSocket session ended", "protocol", proto, "duration", time.Since(ss.start))
 }
 

@@ -81,7 +81,7 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, 
 		}
 		return upgrade.SPDY(ctx, u, s.cfg.RuntimeTLS, protocols)
 	}
-	res := translator.ServeRemoteCommand(ctx, ws, dial, opts, s.cfg.Translator, ss.observer(r, opts))
+	res := translator.ServeRemoteCommand(ctx, ws, dial, opts, s.cfg.Translator, ss.observer(r))
 	ss.closeRecording(r)
 	for ch, n := range res.Bytes {
 		ss.carried(channelNames[ch], n)

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/audit"
@@ -72,12 +73,14 @@ func (ss *session) record(stage string, status *metav1.Status) {
 }
 
 // observer starts the session's terminal recording when one is due (a tty
-// session, recordings on) and returns it as the translator's observer. A
+// exec or attach, recordings on) and returns it as the observer of the
+// translation or splice that carries it (nil for a recorder that did not
+// start: an Observer holding a nil pointer would not be nil). A
 // recording that cannot start is logged, counted and on the audit record;
 // the session goes on.
-func (ss *session) observer(r *http.Request, opts translator.Options) translator.Observer {
+func (ss *session) observer(r *http.Request) translator.Observer {
 	rc := ss.s.cfg.Recording
-	if rc == nil || !opts.TTY {
+	if rc == nil || ss.subresource == PortForward || r.FormValue(remotecommandserver.ExecTTYParam) != "1" {
 		return nil
 	}
 	meta := recording.Meta{Node: ss.s.cfg.NodeName, Namespace: r.PathValue("namespace"), Pod: r.PathValue("pod"),

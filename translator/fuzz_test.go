@@ -138,7 +138,7 @@ func FuzzFrameFollowers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		step := int(chunk%64) + 1
 		// v5 on, so the error channel's status is kept the same way too.
-		whole, parts := frameFollower{v5: true}, frameFollower{v5: true}
+		whole, parts := frameFollower{channels: true}, frameFollower{channels: true}
 		var wholeB, partsB spdyBoundary
 		whole.follow(data)
 		wholeB.feed(data)

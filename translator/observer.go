@@ -1,5 +1,10 @@
 package translator
 
+import (
+	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+)
+
 // Observer sees a remotecommand session's data as the client does, for a
 // recording: output once it was written to the client, input as it went to
 // the runtime, each terminal size applied. Output runs on the output pump,
@@ -9,4 +14,95 @@ type Observer interface {
 	Output(channel byte, p []byte)
 	Input(p []byte)
 	Resize(width, height uint16)
+}
+
+// binaryChannels reports whether protocol frames its messages as a channel
+// byte and raw bytes (v5 and v4.channel.k8s.io; channel.k8s.io too), which
+// a follower of a spliced session can read; the base64 protocols and the
+// tunnel it cannot.
+func binaryChannels(protocol string) bool {
+	switch protocol {
+	case remotecommand.StreamProtocolV5Name, remotecommand.StreamProtocolV4Name, "channel.k8s.io":
+		return true
+	}
+	return false
+}
+
+// clientFollower reads, for an Observer, the client's frames of a spliced
+// session as they pass (masked, in any read sizes): stdin (channel 0) and
+// the resize stream (channel 4). It unmasks copies, never the bytes passed
+// on. The up copier owns it.
+type clientFollower struct {
+	obs       Observer
+	hdr       [wsMaxHeader]byte
+	hdrLen    int
+	left      int64
+	key       [4]byte
+	pos       int // the mask position within the frame's payload
+	control   bool
+	atPayload bool
+	channel   byte
+	resizes   resizeStream
+	badResize bool // a resize stream it could not read: no more resizes
+	scratch   [512]byte
+}
+
+func (c *clientFollower) follow(b []byte) {
+	for len(b) > 0 {
+		if c.left > 0 {
+			k := min(c.left, int64(len(b)))
+			c.payload(b[:k])
+			c.left -= k
+			b = b[k:]
+			continue
+		}
+		c.hdr[c.hdrLen] = b[0]
+		c.hdrLen++
+		b = b[1:]
+		if c.hdrLen < 2 || c.hdrLen < wsHeaderLen(c.hdr[1]) {
+			continue
+		}
+		h := c.hdr[:c.hdrLen]
+		n := int64(wsPayloadLen(h) & (1<<63 - 1))
+		op := int(h[0] & wsOpcodeMask)
+		c.key = [4]byte{}
+		if h[1]&wsMaskBit != 0 {
+			copy(c.key[:], h[len(h)-wsMaskLen:])
+		}
+		c.pos, c.control = 0, op >= websocket.CloseMessage
+		if op == websocket.BinaryMessage || op == websocket.TextMessage {
+			c.atPayload, c.channel = n > 0, noChannel
+		}
+		c.left, c.hdrLen = n, 0
+	}
+}
+
+func (c *clientFollower) payload(b []byte) {
+	if c.control {
+		return
+	}
+	for len(b) > 0 {
+		k := min(len(b), len(c.scratch))
+		p := c.scratch[:k]
+		copy(p, b[:k])
+		c.pos = unmask(c.key, c.pos, p)
+		b = b[k:]
+		if c.atPayload {
+			c.atPayload, c.channel = false, p[0]
+			p = p[1:]
+		}
+		switch {
+		case len(p) == 0:
+		case c.channel == ChanStdin:
+			c.obs.Input(p)
+		case c.channel == ChanResize && !c.badResize:
+			sizes, err := c.resizes.feed(p)
+			if err != nil {
+				c.badResize = true
+			}
+			for _, s := range sizes {
+				c.obs.Resize(s.Width, s.Height)
+			}
+		}
+	}
 }

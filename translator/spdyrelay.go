@@ -53,11 +53,13 @@ import (
 // ended. After the runtime's end the client closes first (or goes silent
 // for cfg.PingPeriod + cfg.PongTimeout), so the node never resets data the
 // client has yet to read.
-func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) RelayResult {
+func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Config, obs Observer) RelayResult {
 	r := &spdyRelay{
 		client:     client,
 		rt:         rt,
 		cfg:        &cfg,
+		obs:        obs,
+		outStreams: map[uint32]byte{},
 		portFwd:    protocol == portforward.PortForwardV1Name,
 		jsonStatus: protocol == remotecommand.StreamProtocolV4Name,
 		errStreams: map[uint32]bool{},
@@ -159,6 +161,14 @@ type spdyRelay struct {
 	// The down copier's: the grace for the frame in flight is armed once
 	// the node stops; framingLost once half a frame went to the client.
 	graceArmed, framingLost bool
+	// obs, when set, sees stdout and stderr (down copier) and stdin and
+	// resizes (up copier); outStreams (under mu) maps the output streams'
+	// IDs to their v5 channels, stdinID and resizeID are the up copier's.
+	obs               Observer
+	outStreams        map[uint32]byte
+	stdinID, resizeID uint32
+	resizes           resizeStream
+	badResize         bool
 	// status collects the error stream's data (v4), for the audit record;
 	// errClosed: the runtime finished an error stream (with no data: the
 	// command succeeded).
@@ -195,7 +205,7 @@ func (r *spdyRelay) up() {
 			}
 			n := spdyLength(h)
 			if h[0]&spdyControlBit == 0 {
-				if _, err := r.copyFrame(r.rt, br, buf, n, &r.res.BytesUp, nil); err != nil {
+				if _, err := r.copyFrameSeen(r.rt, br, buf, n, &r.res.BytesUp, nil, r.inputSeen(spdyStreamID(h))); err != nil {
 					return err
 				}
 				continue
@@ -298,12 +308,30 @@ func (r *spdyRelay) decodeHeaders(frame []byte) {
 		r.stopTracking()
 		return
 	}
-	if ss, ok := f.(*spdy.SynStreamFrame); ok && ss.Headers.Get("streamType") == "error" {
+	ss, ok := f.(*spdy.SynStreamFrame)
+	if !ok {
+		return
+	}
+	id := uint32(ss.StreamId)
+	switch ss.Headers.Get("streamType") {
+	case "error":
 		r.mu.Lock()
 		if r.errStreams != nil {
-			r.errStreams[uint32(ss.StreamId)] = true
+			r.errStreams[id] = true
 		}
 		r.mu.Unlock()
+	case "stdout", "stderr":
+		ch := byte(ChanStdout)
+		if ss.Headers.Get("streamType") == "stderr" {
+			ch = ChanStderr
+		}
+		r.mu.Lock()
+		r.outStreams[id] = ch
+		r.mu.Unlock()
+	case "stdin":
+		r.stdinID = id
+	case "resize":
+		r.resizeID = id
 	}
 }
 
@@ -369,7 +397,11 @@ func (r *spdyRelay) down() error {
 		bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)
 		copy(*bp, h[:])
 		r.wmu.Lock()
-		wrote, err := r.copyFrame(r.client, br, *bp, n, &r.res.BytesDown, r.graceForFrame)
+		var seen func([]byte)
+		if h[0]&spdyControlBit == 0 {
+			seen = r.outputSeen(spdyStreamID(h[:]))
+		}
+		wrote, err := r.copyFrameSeen(r.client, br, *bp, n, &r.res.BytesDown, r.graceForFrame, seen)
 		r.wmu.Unlock()
 		if err == nil && r.jsonStatus && h[0]&spdyControlBit == 0 && n > 0 {
 			r.keepStatus(spdyStreamID(h[:]), (*bp)[spdyHeaderLen:], n)
@@ -417,6 +449,49 @@ func (r *spdyRelay) graceForFrame(err error) bool {
 // payload bytes in one write. retry, if set, may let a read that failed
 // go on.
 func (r *spdyRelay) copyFrame(dst io.Writer, src io.Reader, buf []byte, n int, count *uint64, retry func(error) bool) (wrote bool, err error) {
+	return r.copyFrameSeen(dst, src, buf, n, count, retry, nil)
+}
+
+// outputSeen is what the down copier shows the observer of a data frame on
+// stream id: stdout and stderr, nothing else (nil).
+func (r *spdyRelay) outputSeen(id uint32) func([]byte) {
+	if r.obs == nil {
+		return nil
+	}
+	r.mu.Lock()
+	ch, ok := r.outStreams[id]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return func(p []byte) { r.obs.Output(ch, p) }
+}
+
+// inputSeen is the up copier's: stdin, and the resize stream read as the
+// continuous JSON stream client-go writes.
+func (r *spdyRelay) inputSeen(id uint32) func([]byte) {
+	switch {
+	case r.obs == nil || id == 0:
+		return nil
+	case id == r.stdinID:
+		return r.obs.Input
+	case id == r.resizeID && !r.badResize:
+		return func(p []byte) {
+			sizes, err := r.resizes.feed(p)
+			if err != nil {
+				r.badResize = true
+			}
+			for _, s := range sizes {
+				r.obs.Resize(s.Width, s.Height)
+			}
+		}
+	}
+	return nil
+}
+
+// copyFrameSeen is copyFrame showing seen each piece of the payload once
+// it is written.
+func (r *spdyRelay) copyFrameSeen(dst io.Writer, src io.Reader, buf []byte, n int, count *uint64, retry func(error) bool, seen func([]byte)) (wrote bool, err error) {
 	fill := spdyHeaderLen
 	for rem := n; ; {
 		k := min(rem, len(buf)-fill)
@@ -434,6 +509,9 @@ func (r *spdyRelay) copyFrame(dst io.Writer, src io.Reader, buf []byte, n int, c
 		wrote = true
 		if _, err := dst.Write(buf[:fill+k]); err != nil {
 			return wrote, err
+		}
+		if seen != nil && k > 0 {
+			seen(buf[fill : fill+k])
 		}
 		*count += uint64(fill + k)
 		if rem == 0 {

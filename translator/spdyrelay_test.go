@@ -24,7 +24,7 @@ func relayPair(t *testing.T, protocol string, cfg Config) (httpstream.Connection
 	clientSide, relayClient := tcpPair(t)
 	relayRT, rtSide := tcpPair(t)
 	results := make(chan RelayResult, 1)
-	go func() { results <- RelaySPDY(context.Background(), relayClient, relayRT, protocol, cfg) }()
+	go func() { results <- RelaySPDY(context.Background(), relayClient, relayRT, protocol, cfg, nil) }()
 	streams := make(chan httpstream.Stream, 8)
 	srv, err := spdy.NewServerConnection(rtSide, func(s httpstream.Stream, _ <-chan struct{}) error {
 		streams <- s
@@ -125,7 +125,7 @@ func TestRelayKeepsPingsOffTheRuntime(t *testing.T) {
 	clientSide, relayClient := tcpPair(t)
 	relayRT, rtSide := tcpPair(t)
 	results := make(chan RelayResult, 1)
-	go func() { results <- RelaySPDY(context.Background(), relayClient, relayRT, RuntimeProtocol, cfg) }()
+	go func() { results <- RelaySPDY(context.Background(), relayClient, relayRT, RuntimeProtocol, cfg, nil) }()
 	rec := &recordingConn{Conn: rtSide}
 	streams := make(chan httpstream.Stream, 8)
 	srv, err := spdy.NewServerConnection(rec, func(s httpstream.Stream, _ <-chan struct{}) error {

@@ -25,8 +25,9 @@ type SpliceResult struct {
 	// RuntimeLost: the runtime's side ended without a WebSocket close; the
 	// client was told so when the cut fell between frames.
 	RuntimeLost bool
-	// Status is the last v5 status the runtime sent on the error channel
-	// (nil: none, or one longer than statusMax, or the tunnel).
+	// Status is the last status the runtime sent on the error channel (v5
+	// and v4.channel.k8s.io; nil: none, one longer than statusMax, or a
+	// protocol without one).
 	Status *metav1.Status
 }
 
@@ -51,17 +52,25 @@ type SpliceResult struct {
 // discarding) until the client closes or is silent for a ping period and a
 // pong timeout: closing at once, with the client's pings unread, made the
 // kernel reset output the slow client had yet to read.
-func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config) SpliceResult {
+func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config, obs Observer) SpliceResult {
 	var res SpliceResult
 	legacy := protocol != remotecommand.StreamProtocolV5Name && protocol != portforward.WebsocketsSPDYTunnelingPortForwardV1
+	channels := binaryChannels(protocol)
+	if !channels {
+		obs = nil // nothing a recording could read
+	}
+	var cf *clientFollower // the up copier's, when something observes
+	if obs != nil {
+		cf = &clientFollower{obs: obs}
+	}
 	upDone := make(chan uint64, 1)
 	// cw keeps the node's own frames (pongs, legacy only) from landing
 	// inside a frame the down copy is writing.
 	var cw sync.Mutex
 	if legacy {
-		go func() { upDone <- spliceUpAnsweringPings(client, rt, &cw, cfg.BufferSize) }()
+		go func() { upDone <- spliceUpAnsweringPings(client, rt, &cw, cfg.BufferSize, cf) }()
 	} else {
-		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize) }()
+		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize, cf) }()
 	}
 	closeBoth := func() { client.Close(); rt.Close() }
 	// Ending the session from here (the node shutting down) must not cut
@@ -95,7 +104,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		return true
 	}
 
-	f := frameFollower{v5: protocol == remotecommand.StreamProtocolV5Name}
+	f := frameFollower{channels: channels, obs: obs}
 	buf := make([]byte, cfg.BufferSize)
 	var readErr error
 	midFrame := false // cw held
@@ -179,12 +188,15 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 // checks its frames itself) until the client's side ends, then half-closes
 // the runtime's. Its buffer is held for the session: the copy blocks in a
 // read with it, as io.CopyBuffer does.
-func spliceUp(client, rt net.Conn, size int) uint64 {
+func spliceUp(client, rt net.Conn, size int, cf *clientFollower) uint64 {
 	buf := make([]byte, size)
 	var up uint64
 	rtGone := false
 	for {
 		n, err := client.Read(buf)
+		if n > 0 && cf != nil {
+			cf.follow(buf[:n])
+		}
 		if n > 0 && !rtGone {
 			if _, werr := rt.Write(buf[:n]); werr != nil {
 				// The runtime's side is gone but the client's is not: go
@@ -208,12 +220,15 @@ func spliceUp(client, rt net.Conn, size int) uint64 {
 // server that stalls behind a slow reader leaves forwarded pings unread,
 // and its bare close at the end then resets what the node had yet to pass
 // on; the pings still keep the client's own path alive.
-func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int) uint64 {
+func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *clientFollower) uint64 {
 	br := bufio.NewReaderSize(client, readBufSize)
 	buf := make([]byte, max(size, wsMaxHeader+wsMaxControl))
 	var up uint64
 	rtGone := false
 	forward := func(b []byte) {
+		if cf != nil {
+			cf.follow(b) // before the write: b is still masked, as read
+		}
 		if rtGone {
 			return
 		}
@@ -280,12 +295,14 @@ type frameFollower struct {
 	left     int64 // payload bytes of the current frame still to come
 	sawClose bool
 
-	// For v5, the error channel's last message is kept (the audit record's
-	// exit code): a fixed array, so an idle session allocates nothing for
-	// it and the follower stays comparable (FuzzFrameFollowers).
-	v5        bool
+	// For the binary channel protocols (v5, v4.channel.k8s.io), the error
+	// channel's last message is kept (the audit record's exit code), in a
+	// fixed array, so an idle session allocates nothing for it and the
+	// follower stays comparable (FuzzFrameFollowers); output goes to obs.
+	channels  bool
+	obs       Observer
 	atPayload bool // the next payload byte is a data frame's first (its channel)
-	capturing bool // the current message is on the error channel
+	channel   byte // the current message's channel
 	control   bool // the current frame is a control frame (ping, pong, close)
 	status    [statusMax]byte
 	statusLen int // -1: the last status did not fit
@@ -295,27 +312,36 @@ type frameFollower struct {
 // command line.
 const statusMax = 4096
 
+// noChannel is the channel before a message names one.
+const noChannel = 0xff
+
 func (f *frameFollower) keep(b []byte) {
-	if !f.v5 || f.control || len(b) == 0 {
+	if !f.channels || f.control || len(b) == 0 {
 		return
 	}
 	if f.atPayload {
 		f.atPayload = false
-		f.capturing = b[0] == ChanError
-		if !f.capturing {
-			return
+		f.channel = b[0]
+		if f.channel == ChanError {
+			f.statusLen = 0
 		}
-		f.statusLen = 0
 		b = b[1:]
 	}
-	if !f.capturing || f.statusLen < 0 {
-		return
+	switch f.channel {
+	case ChanError:
+		if f.statusLen < 0 {
+			return
+		}
+		if f.statusLen+len(b) > statusMax {
+			f.statusLen = -1
+			return
+		}
+		f.statusLen += copy(f.status[f.statusLen:], b)
+	case ChanStdout, ChanStderr:
+		if f.obs != nil && len(b) > 0 {
+			f.obs.Output(f.channel, b)
+		}
 	}
-	if f.statusLen+len(b) > statusMax {
-		f.statusLen = -1
-		return
-	}
-	f.statusLen += copy(f.status[f.statusLen:], b)
 }
 
 func (f *frameFollower) lastStatus() *metav1.Status {
@@ -370,7 +396,7 @@ func (f *frameFollower) follow(b []byte) {
 		// are no part of it.
 		f.control = op >= websocket.CloseMessage
 		if op == websocket.BinaryMessage || op == websocket.TextMessage {
-			f.atPayload, f.capturing = n > 0, false
+			f.atPayload, f.channel = n > 0, noChannel
 		}
 		f.left, f.hdrLen = n, 0
 	}

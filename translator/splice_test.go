@@ -154,7 +154,7 @@ func TestSpliceShutdownMidFrame(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan SpliceResult, 1)
-	go func() { done <- Splice(ctx, clientConn, rtConn, remotecommand.StreamProtocolV5Name, cfg) }()
+	go func() { done <- Splice(ctx, clientConn, rtConn, remotecommand.StreamProtocolV5Name, cfg, nil) }()
 
 	time.Sleep(50 * time.Millisecond) // the first part is through
 	cancel()
