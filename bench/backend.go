@@ -40,6 +40,16 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// letters is an endless reader of 'x'.
+type letters struct{}
+
+func (letters) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
 var errUnknownCommand = errors.New("unknown bench command")
 
 func (benchRuntime) Exec(_ context.Context, _ string, cmd []string, in io.Reader, out, _ io.WriteCloser, _ bool, _ <-chan remotecommandserver.TerminalSize) error {
@@ -54,6 +64,13 @@ func (benchRuntime) Exec(_ context.Context, _ string, cmd []string, in io.Reader
 			return err
 		}
 		_, err = io.CopyBuffer(out, io.LimitReader(zeros{}, n), buf)
+		return err
+	case "emittext": // printable, as a terminal's output is (for recordings)
+		n, err := strconv.ParseInt(cmd[1], 10, 64)
+		if err != nil {
+			return err
+		}
+		_, err = io.CopyBuffer(out, io.LimitReader(letters{}, n), buf)
 		return err
 	case "sink":
 		_, err := io.CopyBuffer(io.Discard, in, buf)

@@ -84,7 +84,7 @@ func main() {
 	flag.IntVar(&o.idleMax, "idle-max", 9000, "most idle sessions held at once (2 descriptors each in the translator)")
 	flag.StringVar(&o.concurrency, "concurrency", "1,4,16,64", "concurrent transfer counts")
 	flag.BoolVar(&o.inproc, "inproc", false, "run backend and translators in this process")
-	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle, audit (kubestream with an audit log and recordings as a third translator; default all)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if flag.Lookup("v").Value.String() == "0" {
@@ -151,12 +151,12 @@ type procStats struct {
 	HeapInuse  uint64 `json:"heapInuse"`
 }
 
-func translatorHandler(impl string, c *cri.Client) (http.Handler, error) {
+func translatorHandler(impl string, c *cri.Client, dir string) (http.Handler, error) {
 	switch impl {
 	case "upstream":
 		return upstreamHandler(c), nil
 	case "kubestream-audit":
-		return kubestreamAuditHandler(c)
+		return kubestreamAuditHandler(c, dir)
 	}
 	return kubestreamHandler(c)
 }
@@ -166,7 +166,7 @@ func runTranslator(o options) error {
 	if err != nil {
 		return err
 	}
-	h, err := translatorHandler(o.impl, c)
+	h, err := translatorHandler(o.impl, c, o.dir)
 	if err != nil {
 		return err
 	}

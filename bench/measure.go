@@ -98,6 +98,25 @@ func (p *path) stdout(ctx context.Context, size int64) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// ttyStdout is stdout on a terminal (a translator path only): what a
+// recording sees.
+func (p *path) ttyStdout(ctx context.Context, size int64) (time.Duration, error) {
+	start := time.Now()
+	q := url.Values{"command": {"emittext", itoa(size)}, "output": {"1"}, "tty": {"1"}}
+	ex, err := remotecommand.NewWebSocketExecutor(&rest.Config{Host: p.base}, http.MethodGet, p.base+"/exec/default/bench/c?"+q.Encode())
+	if err != nil {
+		return 0, err
+	}
+	var c counter
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &c, Tty: true}); err != nil {
+		return 0, err
+	}
+	if c.n != size {
+		return 0, fmt.Errorf("%s: got %d of %d tty bytes", p.name, c.n, size)
+	}
+	return time.Since(start), nil
+}
+
 func (p *path) stdin(ctx context.Context, size int64) (time.Duration, error) {
 	start := time.Now()
 	ex, err := p.executor(ctx, []string{"sink"}, true)

@@ -130,13 +130,14 @@ func (r *results) write(o options) error {
 		fmt.Fprintf(&s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
 	}
 	if len(r.stdoutMBps["kubestream-audit"]) > 0 {
-		fmt.Fprintf(&s, "\n## The audit log's cost (kubestream with an audit log against without, same run)\n\n| figure | kubestream | kubestream with audit | with ÷ without | target | met |\n|---|---|---|---|---|---|\n")
+		fmt.Fprintf(&s, "\n## The audit log's and a recording's cost (kubestream with an audit log and terminal recordings against without, same run)\n\n| figure | kubestream | kubestream with audit (and recording) | with ÷ without | target | met |\n|---|---|---|---|---|---|\n")
 		for _, f := range []struct {
 			name, unit string
 			m          map[string][]float64
 			min        float64 // with ÷ without at least (0: no target)
 		}{
 			{"stdout throughput", "MB/s", r.stdoutMBps, 0.97},
+			{fmt.Sprintf("tty stdout throughput, %d MiB (recorded with)", ttySize(r.size)>>20), "MB/s", r.ttyMBps, 0.90},
 			{"stdin throughput", "MB/s", r.stdinMBps, 0.97},
 			{"port-forward down", "MB/s", r.pfDownMBps, 0},
 			{"setup to first byte p50", "ms", r.setupP50, 0},

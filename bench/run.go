@@ -20,6 +20,7 @@ import (
 // results holds every figure by path name.
 type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
+	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	cpuStdout, cpuStdin          map[string][]float64 // translator (or relay) CPU s/GiB
 	clientStdout, clientStdin    map[string][]float64 // client process CPU s/GiB
 	cpuPfDown, cpuPfUp           map[string][]float64 // translator (or relay) CPU s/GiB
@@ -48,7 +49,7 @@ type idlePoint struct {
 
 func newResults(o options) *results {
 	m := func() map[string][]float64 { return map[string][]float64{} }
-	return &results{stdoutMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(),
+	return &results{stdoutMBps: m(), ttyMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(),
 		cpuPfDown: m(), cpuPfUp: m(), clientPfDown: m(), clientPfUp: m(), echoP50: m(), echoP99: m(),
 		setupP50: m(), setupP99: m(), pfDownMBps: m(), pfUpMBps: m(), idle: map[string][]idlePoint{},
 		loadedSetupP99: map[string]float64{}, idleSetupP99: map[string]float64{},
@@ -128,7 +129,7 @@ func orchestrate(o options) error {
 	for _, impl := range impls {
 		p := &path{name: impl, cri: c}
 		if o.inproc {
-			h, err := translatorHandler(impl, c)
+			h, err := translatorHandler(impl, c, dir)
 			if err != nil {
 				return err
 			}
@@ -141,7 +142,7 @@ func orchestrate(o options) error {
 			defer srv.Close()
 			p.base = "http://" + l.Addr().String()
 		} else {
-			args := []string{"-role", "translator", "-impl", impl, "-cri", endpoint}
+			args := []string{"-role", "translator", "-impl", impl, "-cri", endpoint, "-dir", dir}
 			if o.profileDir != "" {
 				args = append(args, "-profile-dir", o.profileDir)
 			}
@@ -219,6 +220,10 @@ func orchestrate(o options) error {
 	return r.write(o)
 }
 
+// ttySize is the tty transfer: a recording writes all of it to disk, so
+// it is kept to 64 MiB a session.
+func ttySize(size int64) int64 { return min(size, 64<<20) }
+
 // measureRep takes one repetition of every figure selected by -only.
 func measureRep(ctx context.Context, p *path, o options, r *results) error {
 	gib := float64(1 << 30)
@@ -233,6 +238,13 @@ func measureRep(ctx context.Context, p *path, o options, r *results) error {
 		r.stdoutMBps[p.name] = append(r.stdoutMBps[p.name], mbps(o.size, d))
 		r.cpuStdout[p.name] = append(r.cpuStdout[p.name], perGiB(cpu1-cpu0))
 		r.clientStdout[p.name] = append(r.clientStdout[p.name], perGiB(self1-self0))
+	}
+	if o.want("audit") && (p.name == "kubestream" || p.name == "kubestream-audit") {
+		d, err := p.ttyStdout(ctx, ttySize(o.size))
+		if err != nil {
+			return fmt.Errorf("%s tty stdout: %w", p.name, err)
+		}
+		r.ttyMBps[p.name] = append(r.ttyMBps[p.name], mbps(ttySize(o.size), d))
 	}
 	if o.want("stdin") {
 		cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
-	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -36,20 +36,17 @@ func kubestreamHandler(c *cri.Client) (http.Handler, error) {
 	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectNever}})
 }
 
-// kubestreamAuditHandler is the same with the audit log on (a file in the
-// system's temporary directory, left behind: the bench's sessions write
-// a few hundred KiB), for the cost of auditing.
-func kubestreamAuditHandler(c *cri.Client) (http.Handler, error) {
-	f, err := os.CreateTemp("", "kubestream-bench-audit-*.log")
+// kubestreamAuditHandler is the same with the audit log and terminal
+// recordings on, both under dir (the bench's working directory, removed at
+// the end), for what auditing costs (every session) and what a recording
+// costs (tty sessions).
+func kubestreamAuditHandler(c *cri.Client, dir string) (http.Handler, error) {
+	w, err := audit.NewFile(klog.Background(), audit.FileOptions{Path: filepath.Join(dir, "audit.log")})
 	if err != nil {
 		return nil, err
 	}
-	f.Close()
-	w, err := audit.NewFile(klog.Background(), audit.FileOptions{Path: f.Name()})
-	if err != nil {
-		return nil, err
-	}
-	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectNever}, Audit: w})
+	return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectNever},
+		Audit: w, Recording: &server.RecordingConfig{Dir: filepath.Join(dir, "recordings")}})
 }
 
 // upstreamHandler is what a kube-apiserver (and a 1.36+ kubelet under
