@@ -129,7 +129,7 @@ func (r *results) write(o options) error {
 		}
 		fmt.Fprintf(&s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
 	}
-	if len(r.stdoutMBps["kubestream-audit"]) > 0 {
+	if len(r.stdoutMBps["kubestream-audit"])+len(r.ttyMBps["kubestream-audit"]) > 0 {
 		fmt.Fprintf(&s, "\n## The audit log's and a recording's cost (kubestream with an audit log and terminal recordings against without, same run)\n\n| figure | kubestream | kubestream with audit (and recording) | with ÷ without | target | met |\n|---|---|---|---|---|---|\n")
 		for _, f := range []struct {
 			name, unit string
@@ -151,6 +151,13 @@ func (r *results) write(o options) error {
 				met = map[bool]string{true: "yes", false: "**no**"}[with/without >= f.min]
 			}
 			fmt.Fprintf(&s, "| %s | %.*f %s | %.*f %s | %s | %s | %s |\n", f.name, prec(f.unit), without, f.unit, prec(f.unit), with, f.unit, ratio(with, without), target, met)
+		}
+		if len(r.ttyMBps["kubestream-audit"]) > 0 {
+			if r.recordingCut {
+				fmt.Fprintf(&s, "\nA recording stopped before its session ended (the disk fell behind): the tty figure is not a recording's cost.\n")
+			} else {
+				fmt.Fprintf(&s, "\nEvery recording held all of its session's output.\n")
+			}
 		}
 	}
 	fmt.Fprintf(&s, "\n## Aggregate stdout throughput with concurrent transfers (MB/s, %d MiB in all)\n\n| transfers | direct SPDY | TCP relay | upstream | kubestream | kubestream ÷ direct |\n|---|---|---|---|---|---|\n", r.size>>20)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
+	recordingCut                 bool                 // a recording stopped before the end of its session
 	cpuStdout, cpuStdin          map[string][]float64 // translator (or relay) CPU s/GiB
 	clientStdout, clientStdin    map[string][]float64 // client process CPU s/GiB
 	cpuPfDown, cpuPfUp           map[string][]float64 // translator (or relay) CPU s/GiB
@@ -166,7 +168,7 @@ func orchestrate(o options) error {
 		r.loopback = append(r.loopback, lo)
 		logf("rep %d raw loopback TCP %6.0f MB/s", rep, lo)
 		for _, p := range paths {
-			if err := measureRep(ctx, p, o, r); err != nil {
+			if err := measureRep(ctx, p, o, r, dir); err != nil {
 				return err
 			}
 			logf("rep %d %-10s stdout %6.0f MB/s stdin %6.0f MB/s echo p50 %4.0fµs setup p50 %5.2fms pf %5.0f/%5.0f MB/s",
@@ -225,7 +227,7 @@ func orchestrate(o options) error {
 func ttySize(size int64) int64 { return min(size, 64<<20) }
 
 // measureRep takes one repetition of every figure selected by -only.
-func measureRep(ctx context.Context, p *path, o options, r *results) error {
+func measureRep(ctx context.Context, p *path, o options, r *results, dir string) error {
 	gib := float64(1 << 30)
 	perGiB := func(d time.Duration) float64 { return d.Seconds() * gib / float64(o.size) }
 	if o.want("stdout") {
@@ -245,6 +247,22 @@ func measureRep(ctx context.Context, p *path, o options, r *results) error {
 			return fmt.Errorf("%s tty stdout: %w", p.name, err)
 		}
 		r.ttyMBps[p.name] = append(r.ttyMBps[p.name], mbps(ttySize(o.size), d))
+		if p.name == "kubestream-audit" {
+			// A recording that stopped (its disk fell behind) would make
+			// the figure a lie: it must hold every byte. Then it goes, to
+			// spare the disk.
+			files, _ := filepath.Glob(filepath.Join(dir, "recordings", "*.cast"))
+			complete := false
+			for _, f := range files {
+				if st, err := os.Stat(f); err == nil && st.Size() >= ttySize(o.size) {
+					complete = true
+				}
+				_ = os.Remove(f)
+			}
+			if !complete {
+				r.recordingCut = true
+			}
+		}
 	}
 	if o.want("stdin") {
 		cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())

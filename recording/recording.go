@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,9 +134,12 @@ func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
 	data := p
 	if utf8Join {
 		// A multi-byte character cut between two frames is recorded whole
-		// with the second, as a terminal would show it.
-		data = append(r.pending, p...)
-		r.pending = nil
+		// with the second, as a terminal would show it. Only then is p
+		// copied twice; otherwise once, into the event's string.
+		if len(r.pending) > 0 {
+			data = append(r.pending, p...)
+			r.pending = nil
+		}
 		if cut := incompleteTail(data); cut > 0 {
 			r.pending = append([]byte(nil), data[len(data)-cut:]...)
 			data = data[:len(data)-cut]
@@ -163,8 +167,9 @@ func (r *Recorder) send(e event) {
 }
 
 func (r *Recorder) write(f *os.File) {
-	w := bufio.NewWriter(f)
+	w := bufio.NewWriterSize(f, 64<<10)
 	var werr error
+	var line []byte // reused: one event's JSON
 	for e := range r.queue {
 		r.mu.Lock()
 		r.queued -= len(e.data)
@@ -172,11 +177,11 @@ func (r *Recorder) write(f *os.File) {
 		if werr != nil {
 			continue // keep draining so the session never waits
 		}
-		var line []byte
+		line = line[:0]
 		if e.kind == "header" {
-			line = []byte(e.data)
+			line = append(line, e.data...)
 		} else {
-			line, _ = json.Marshal([]any{e.at, e.kind, e.data})
+			line = appendEvent(line, e)
 		}
 		if _, werr = w.Write(append(line, '\n')); werr != nil {
 			continue
@@ -212,6 +217,65 @@ func (r *Recorder) Close() error {
 		return fmt.Errorf("writing the recording: %w", werr)
 	}
 	return stopped
+}
+
+// appendEvent appends [at, "kind", "data"] as JSON. Hand-written because
+// it runs on every output frame of a recorded session: encoding/json's
+// reflection and its []any cost a third of the session's throughput on a
+// bulk tty transfer; this is one pass over the bytes.
+func appendEvent(b []byte, e event) []byte {
+	b = append(b, '[')
+	b = strconv.AppendFloat(b, e.at, 'f', 6, 64)
+	b = append(b, `, "`...)
+	b = append(b, e.kind...)
+	b = append(b, `", `...)
+	return append(appendJSONString(b, e.data), ']')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString quotes s as JSON: printable ASCII copied in runs,
+// control characters, quote and backslash escaped, valid UTF-8 as is,
+// invalid bytes as U+FFFD (as encoding/json does).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // incompleteTail is how many bytes at the end of b start a UTF-8 sequence

@@ -65,3 +65,25 @@ func TestOverflowStopsRecordingNotSession(t *testing.T) {
 		t.Fatal(err) // a missing directory is created
 	}
 }
+
+// TestEventEncoding: the hand-written event encoder says what
+// encoding/json would, for every byte value and for split or invalid UTF-8.
+func TestEventEncoding(t *testing.T) {
+	var all []byte
+	for i := 0; i < 256; i++ {
+		all = append(all, byte(i))
+	}
+	for _, s := range []string{"plain", "a\"b\\c\n\r\t\x00\x1f\x7f", "ünïcödé ✓ €", string(all), "\xe2\x9c", ""} {
+		line := appendEvent(nil, event{at: 1.5, kind: "o", data: s})
+		var got [3]any
+		if err := json.Unmarshal(line, &got); err != nil {
+			t.Fatalf("%q: %s does not decode: %v", s, line, err)
+		}
+		want, _ := json.Marshal(s)
+		var w string
+		_ = json.Unmarshal(want, &w)
+		if got[0] != 1.5 || got[1] != "o" || got[2] != w {
+			t.Errorf("%q: decoded %q, encoding/json gives %q", s, got, w)
+		}
+	}
+}
