@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,14 +66,31 @@ func kubeBin(t *testing.T) string {
 	return dir
 }
 
+// givenPorts are the ports freePort handed out: the kernel may offer a
+// port again once its probe listener closed, and etcd binds its peer port
+// only some time after it starts, so the apiserver's could be the same
+// (CI once failed with "address already in use" that way).
+var givenPorts = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
+
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !givenPorts.m[port] {
+			givenPorts.m[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func startControlPlane(t *testing.T, node *pki.Files) *controlPlane {
