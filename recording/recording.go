@@ -10,6 +10,7 @@ package recording
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,18 @@ const MaxQueued = 8 << 20
 type event struct {
 	at   float64
 	kind string
-	data string
+	data []byte
+	buf  *[]byte // data's pooled buffer, back to chunks once written
+}
+
+// chunks are the events' copies of output, reused: a recorded bulk session
+// would otherwise allocate a frame's worth per frame.
+var chunks = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+func chunk(p []byte) (data []byte, buf *[]byte) {
+	buf = chunks.Get().(*[]byte)
+	*buf = append((*buf)[:0], p...)
+	return *buf, buf
 }
 
 // Recorder records one session; its methods are translator.Observer's.
@@ -129,7 +141,7 @@ func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
 	if !r.headed {
 		r.headed = true
 		h, _ := json.Marshal(r.hdr)
-		r.send(event{kind: "header", data: string(h)})
+		r.send(event{kind: "header", data: h})
 	}
 	data := p
 	if utf8Join {
@@ -148,7 +160,8 @@ func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
 	if len(data) == 0 {
 		return
 	}
-	r.send(event{at: time.Since(r.start).Seconds(), kind: kind, data: string(data)})
+	c, buf := chunk(data)
+	r.send(event{at: time.Since(r.start).Seconds(), kind: kind, data: c, buf: buf})
 }
 
 // send queues e (mu held), or stops the recording when the writer is too
@@ -175,6 +188,7 @@ func (r *Recorder) write(f *os.File) {
 		r.queued -= len(e.data)
 		r.mu.Unlock()
 		if werr != nil {
+			release(e)
 			continue // keep draining so the session never waits
 		}
 		line = line[:0]
@@ -183,6 +197,7 @@ func (r *Recorder) write(f *os.File) {
 		} else {
 			line = appendEvent(line, e)
 		}
+		release(e)
 		if _, werr = w.Write(append(line, '\n')); werr != nil {
 			continue
 		}
@@ -204,7 +219,7 @@ func (r *Recorder) write(f *os.File) {
 func (r *Recorder) Close() error {
 	r.mu.Lock()
 	if len(r.pending) > 0 && r.stopped == nil {
-		r.send(event{at: time.Since(r.start).Seconds(), kind: "o", data: string(r.pending)})
+		r.send(event{at: time.Since(r.start).Seconds(), kind: "o", data: r.pending})
 	}
 	stopped := r.stopped
 	if stopped == nil {
@@ -217,6 +232,12 @@ func (r *Recorder) Close() error {
 		return fmt.Errorf("writing the recording: %w", werr)
 	}
 	return stopped
+}
+
+func release(e event) {
+	if e.buf != nil {
+		chunks.Put(e.buf)
+	}
 }
 
 // appendEvent appends [at, "kind", "data"] as JSON. Hand-written because
@@ -234,20 +255,45 @@ func appendEvent(b []byte, e event) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plain8 reports whether none of w's eight bytes is a control character,
+// a quote, a backslash or above ASCII (the classic "has a zero byte" word
+// tricks: a byte below n, or equal to c, sets its high bit in the test).
+func plain8(w uint64) bool {
+	below := (w - ones*0x20) & ^w
+	quote := w ^ (ones * '"')
+	quote = (quote - ones) & ^quote
+	bslash := w ^ (ones * '\\')
+	bslash = (bslash - ones) & ^bslash
+	return (below|quote|bslash|w)&highs == 0
+}
+
 // appendJSONString quotes s as JSON: printable ASCII copied in runs,
 // control characters, quote and backslash escaped, valid UTF-8 as is,
 // invalid bytes as U+FFFD (as encoding/json does).
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString(b []byte, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a second look: a
+		// terminal's output is mostly printable ASCII.
+		for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:i+8])) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
 			i++
 			continue
 		}
 		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
+			r, size := utf8.DecodeRune(s[i:])
 			if r != utf8.RuneError || size != 1 {
 				i += size
 				continue

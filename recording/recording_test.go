@@ -74,7 +74,7 @@ func TestEventEncoding(t *testing.T) {
 		all = append(all, byte(i))
 	}
 	for _, s := range []string{"plain", "a\"b\\c\n\r\t\x00\x1f\x7f", "ünïcödé ✓ €", string(all), "\xe2\x9c", ""} {
-		line := appendEvent(nil, event{at: 1.5, kind: "o", data: s})
+		line := appendEvent(nil, event{at: 1.5, kind: "o", data: []byte(s)})
 		var got [3]any
 		if err := json.Unmarshal(line, &got); err != nil {
 			t.Fatalf("%q: %s does not decode: %v", s, line, err)
