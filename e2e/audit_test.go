@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,20 +22,23 @@ func withAudit(path string) nodeOption {
 }
 
 // auditLog reads the records written so far.
-func auditLog(t *testing.T, path string) []audit.Event {
+func auditLog(t *testing.T, path string) []audit.Event { return jsonLines[audit.Event](t, path) }
+
+// jsonLines reads a file of one JSON object per line (an audit log).
+func jsonLines[T any](t *testing.T, path string) []T {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []audit.Event
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var e audit.Event
+		var e T
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit line %q: %v", sc.Text(), err)
+			t.Fatalf("%s: line %q: %v", path, sc.Text(), err)
 		}
 		out = append(out, e)
 	}
@@ -140,13 +141,9 @@ func TestAuditRecords(t *testing.T) {
 		id := fmt.Sprintf("audit-attach-%d", time.Now().UnixNano())
 		n.headers = http.Header{"Audit-Id": {id}}
 		defer func() { n.headers = nil }()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		out := &lineCancel{cancel: cancel}
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		go func() { _, _ = pw.Write([]byte("direct\n")) }()
-		n.stream(ctx, n.execURL("attach", "echo", "echo", true, false), streamOpts{protocol: "websocket", stdin: pr, stdout: out})
+		if r, seen := attachEcho(n); !seen {
+			t.Fatalf("no echo: %+v", r)
+		}
 		end := sessionRecords(t, filepath.Join(dir, "node.log"), id, 2)[1]
 		if end.Route != "translated" || end.ObjectRef.Subresource != "attach" || end.ObjectRef.Container != "echo" ||
 			end.Bytes["stdin"] != 7 || end.Bytes["stdout"] < uint64(len("echo: direct\n")) || end.EndedBy != "client" {

@@ -3,10 +3,7 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"net/url"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -20,19 +17,8 @@ import (
 // events for streaming subresources).
 func (cp *controlPlane) apiserverEvents(t *testing.T) []auditv1.Event {
 	t.Helper()
-	f, err := os.Open(cp.auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []auditv1.Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditv1.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("apiserver audit line: %v", err)
-		}
+	for _, e := range jsonLines[auditv1.Event](t, cp.auditLog) {
 		if e.Stage == auditv1.StageResponseComplete && e.ObjectRef != nil {
 			out = append(out, e)
 		}

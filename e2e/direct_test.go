@@ -63,17 +63,9 @@ func TestDirectWebSocket(t *testing.T) {
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		out := &lineCancel{cancel: cancel}
-		// stdin stays open: closing it would end the attach before the echo.
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		go func() { _, _ = pw.Write([]byte("direct\n")) }()
-		r := n.stream(ctx, n.execURL("attach", "echo", "echo", true, false),
-			streamOpts{protocol: "websocket", stdin: pr, stdout: out})
-		if !out.seen() || n.requests("attach", "direct") != 1 {
-			t.Fatalf("echo seen %v, direct attach sessions %v: %+v", out.seen(), n.requests("attach", "direct"), r)
+		r, seen := attachEcho(n)
+		if !seen || n.requests("attach", "direct") != 1 {
+			t.Fatalf("echo seen %v, direct attach sessions %v: %+v", seen, n.requests("attach", "direct"), r)
 		}
 	})
 
@@ -113,6 +105,21 @@ func TestDirectWebSocket(t *testing.T) {
 		}
 	})
 	n.waitIdle(15 * time.Second)
+}
+
+// attachEcho attaches to pod echo over v5, sends "direct" and detaches
+// once the echo came back (or after 30 s); seen says whether it did.
+func attachEcho(n *node) (execResult, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := &lineCancel{cancel: cancel}
+	// stdin stays open: closing it would end the attach before the echo.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte("direct\n")) }()
+	r := n.stream(ctx, n.execURL("attach", "echo", "echo", true, false),
+		streamOpts{protocol: "websocket", stdin: pr, stdout: out})
+	return r, out.seen()
 }
 
 // lineCancel ends the attach once the echo came back (the container keeps

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -70,7 +71,8 @@ func TestKeepalive(t *testing.T) {
 // the default 30 s pings) still closes the session on time, not at the
 // next ping.
 func TestIdleTimeoutShorterThanPingPeriod(t *testing.T) {
-	n := startNode(t, withTimeouts(30*time.Second, 60*time.Second, 2*time.Second))
+	log := filepath.Join(t.TempDir(), "audit.log")
+	n := startNode(t, withTimeouts(30*time.Second, 60*time.Second, 2*time.Second), withAudit(log))
 	start := time.Now()
 	res := n.exec("websocket", nil, "sleep", "30")
 	if res.err == nil || !strings.Contains(res.err.Error(), "session idle for 2s, closed by the node") {
@@ -79,6 +81,15 @@ func TestIdleTimeoutShorterThanPingPeriod(t *testing.T) {
 	if d := time.Since(start); d < 2*time.Second || d > 6*time.Second {
 		t.Fatalf("a session idle past 2s was closed after %v", d)
 	}
+	// The audit record says the node ended it.
+	waitFor(t, 10*time.Second, func() bool {
+		for _, e := range auditLog(t, log) {
+			if e.Stage == "ResponseComplete" && e.EndedBy == "node" {
+				return true
+			}
+		}
+		return false
+	})
 	n.waitIdle(10 * time.Second)
 }
 

@@ -96,15 +96,12 @@ func httpStatus(code int, msg string) *metav1.Status {
 	return st
 }
 
-// endedBy reads who ended a translated session from what the client was
-// told: the runtime's status (the command ended), the node's own (idle,
-// shutdown, a runtime lost), or nothing (the client left first).
+// endedBy reads who ended a session from its status: the runtime's (the
+// command ended) or none (the client left first). The node's own ends are
+// said by the carrier (translator.Result.NodeEnded).
 func endedBy(st *metav1.Status) string {
-	switch {
-	case st == nil:
+	if st == nil {
 		return "client"
-	case strings.Contains(st.Message, "closed by the node") || strings.Contains(st.Message, "shutting down"):
-		return "node"
 	}
 	return "runtime"
 }

@@ -87,6 +87,9 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, 
 		ss.carried(channelNames[ch], n)
 	}
 	ss.exited(res.Status)
+	if res.NodeEnded {
+		ss.ended("node", nil)
+	}
 	logger := klog.FromContext(ctx)
 	if res.Err != nil {
 		ss.ended("", res.Err)

@@ -44,6 +44,9 @@ type Result struct {
 	// Err is why the session ended abnormally: the client vanished or broke
 	// the protocol, or the runtime leg failed.
 	Err error
+	// NodeEnded: the node ended the session itself (idle timeout,
+	// shutdown) and told the client so.
+	NodeEnded bool
 }
 
 // ProtocolError is a client's breach of the v5 protocol.
@@ -129,12 +132,15 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		defer close(outputsDone)
 		res.Status = s.pumpOutputs()
 	}()
+	var nodeEnded atomic.Bool // set on the timer's or the context's goroutine
 	stop := context.AfterFunc(ctx, func() {
+		nodeEnded.Store(true)
 		s.abort(internalError("session cancelled: the node's streaming server is shutting down"))
 	})
 	defer stop()
 	s.wc.startKeepalive(func() { _ = s.rt.ping() }, func() {
 		s.logger.V(2).Info("Closing idle session", "idleTimeout", cfg.IdleTimeout)
+		nodeEnded.Store(true)
 		s.abort(internalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))
 	})
 
@@ -166,6 +172,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	for i := range res.Bytes {
 		res.Bytes[i] = s.bytes[i].Load()
 	}
+	res.NodeEnded = nodeEnded.Load()
 	return res
 }
 
