@@ -12,7 +12,7 @@
 // Each session runs on two goroutines, and every byte has one owner:
 //
 //   - The caller's goroutine (the HTTP handler) owns the client's read
-//     side: the hand-written WebSocket reader (wsread.go) in ServeTunnel
+//     side: the hand-written WebSocket reader (internal/wire, read.go) in ServeTunnel
 //     and ServeRemoteCommand's readLoop, which also writes what it reads to
 //     the runtime; the client-to-runtime copy in Splice (spliceUp runs on a
 //     goroutine of its own there) and RelaySPDY's up copier (likewise).
@@ -21,7 +21,7 @@
 //     handler opens the runtime's streams, then hands the runtime reader to
 //     it at `go pumpOutputs`), tunnelDown, Splice's and RelaySPDY's down
 //     copiers.
-//   - Writes to a client's WebSocket go through wsConn, whose mutex lets
+//   - Writes to a client's WebSocket go through wire.Conn, whose mutex lets
 //     one writer at a time at gorilla's connection (gorilla's rule); writes
 //     to the runtime's SPDY connection go through spdyConn's mutex, a frame
 //     at a time. RelaySPDY's copiers share one mutex for the client's side.

@@ -1,16 +1,16 @@
 package translator
 
 import (
-	"bufio"
 	"encoding/binary"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/kubestream/kubestream/internal/wire"
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // Frame-path benchmarks: one 32 KiB payload per op through the code that
@@ -20,59 +20,11 @@ import (
 
 const benchPayload = 32 * 1024
 
-// loopConn is a net.Conn whose reads replay src forever (or n times) and
-// whose writes vanish.
-type loopConn struct {
-	src  []byte
-	off  int
-	left int // replays left; <0 forever
-}
-
-func (c *loopConn) Read(p []byte) (int, error) {
-	if c.off == len(c.src) {
-		if c.left == 0 {
-			return 0, io.EOF
-		}
-		c.left--
-		c.off = 0
-	}
-	n := copy(p, c.src[c.off:])
-	c.off += n
-	return n, nil
-}
-func (c *loopConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (c *loopConn) Close() error                     { return nil }
-func (c *loopConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *loopConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (c *loopConn) SetDeadline(time.Time) error      { return nil }
-func (c *loopConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *loopConn) SetWriteDeadline(time.Time) error { return nil }
-
-// hijacker hands gorilla's Upgrader a loopConn as the client connection.
-type hijacker struct {
-	httptest.ResponseRecorder
-	conn net.Conn
-}
-
-func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return h.conn, bufio.NewReadWriter(bufio.NewReaderSize(h.conn, 4096), bufio.NewWriter(h.conn)), nil
-}
+type loopConn = wiretest.LoopConn
 
 // serverWS upgrades a fake request over conn, as the server does.
 func serverWS(b testing.TB, conn net.Conn) *websocket.Conn {
-	b.Helper()
-	req := httptest.NewRequest(http.MethodGet, "/exec", nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-	req.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io")
-	up := websocket.Upgrader{Subprotocols: []string{"v5.channel.k8s.io"}, WriteBufferSize: benchPayload + 16}
-	ws, err := up.Upgrade(&hijacker{conn: conn}, req, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ws
+	return wiretest.ServerWS(b, conn, benchPayload+16)
 }
 
 // clientFrame encodes a masked binary client message (mask key 0).
@@ -85,10 +37,10 @@ func clientFrame(payload []byte) []byte {
 	return append(f, payload...)
 }
 
-func benchSession(b testing.TB, wsConn net.Conn, rtConn net.Conn) *rcSession {
+func benchSession(b testing.TB, wsc net.Conn, rtConn net.Conn) *rcSession {
 	cfg := DefaultConfig()
 	cfg.BufferSize = benchPayload
-	s := &rcSession{cfg: &cfg, wc: newWSConn(serverWS(b, wsConn), &cfg), rt: newSPDYConn(rtConn),
+	s := &rcSession{cfg: &cfg, wc: wire.NewConn(serverWS(b, wsc), &cfg.Limits), rt: newSPDYConn(rtConn),
 		stdinID: 3, stdoutID: 5, stdinOpen: true, writing: true, open: map[uint32]bool{5: true}}
 	return s
 }
@@ -97,16 +49,16 @@ func benchSession(b testing.TB, wsConn net.Conn, rtConn net.Conn) *rcSession {
 // frame to the runtime.
 func BenchmarkFrameIn(b *testing.B) {
 	payload := append([]byte{ChanStdin}, make([]byte, benchPayload)...)
-	s := benchSession(b, &loopConn{src: clientFrame(payload), left: -1}, &loopConn{})
+	s := benchSession(b, &loopConn{Src: clientFrame(payload), Left: -1}, &loopConn{})
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_, r, err := s.wc.nextReader()
+		_, r, err := s.wc.NextReader()
 		if err != nil {
 			b.Fatal(err)
 		}
-		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + readBufSize)
+		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
 		if err := s.handleMessage(r, *bp); err != nil {
 			b.Fatal(err)
 		}
@@ -120,7 +72,7 @@ func BenchmarkFrameOut(b *testing.B) {
 	frame := make([]byte, spdyHeaderLen+benchPayload)
 	binary.BigEndian.PutUint32(frame, 5)
 	putLen24(frame[5:8], benchPayload)
-	s := benchSession(b, &loopConn{}, &loopConn{src: frame, left: -1})
+	s := benchSession(b, &loopConn{}, &loopConn{Src: frame, Left: -1})
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -138,11 +90,11 @@ func BenchmarkFrameOut(b *testing.B) {
 // BenchmarkTunnelDown: runtime bytes become tunnel messages.
 func BenchmarkTunnelDown(b *testing.B) {
 	cfg := DefaultConfig()
-	wc := newWSConn(serverWS(b, &loopConn{}), &cfg)
+	wc := wire.NewConn(serverWS(b, &loopConn{}), &cfg.Limits)
 	frame := make([]byte, spdyHeaderLen+benchPayload) // a SPDY data frame, as the runtime sends
 	binary.BigEndian.PutUint32(frame, 2)
 	putLen24(frame[5:8], benchPayload)
-	rt := &loopConn{src: frame, left: b.N}
+	rt := &loopConn{Src: frame, Left: b.N}
 	buf := make([]byte, spdyHeaderLen+benchPayload)
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
@@ -165,7 +117,7 @@ func BenchmarkTunnelUp(b *testing.B) {
 	src = append(src, clientFrame(make([]byte, benchPayload))...)
 	cfg := DefaultConfig()
 	cfg.CloseGrace = time.Millisecond
-	ws := serverWS(b, &loopConn{src: src, left: b.N - 1})
+	ws := serverWS(b, &loopConn{Src: src, Left: b.N - 1})
 	rt := &blockingConn{closed: make(chan struct{})}
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()

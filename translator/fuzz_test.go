@@ -8,6 +8,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/moby/spdystream/spdy"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // Fuzz targets for every parser of untrusted bytes in this package; `make
@@ -19,16 +21,16 @@ import (
 func clientSeeds() [][]byte {
 	cat := func(fs ...[]byte) []byte { return bytes.Join(fs, nil) }
 	return [][]byte{
-		maskedFrame(true, 2, []byte{ChanStdin, 'h', 'i'}),
-		cat(maskedFrame(true, 2, []byte{ChanStdin, 'x'}), maskedFrame(true, 2, []byte{chanClose, ChanStdin})),
-		maskedFrame(true, 2, []byte("\x04{\"Width\":80,\"Height\":24}")),
-		cat(maskedFrame(false, 2, []byte("\x04{\"Width\":1")), maskedFrame(true, 0, []byte("23,\"Height\":45}"))),
-		cat(maskedFrame(false, 2, []byte{ChanStdin}), maskedFrame(true, 9, []byte("p")), maskedFrame(true, 0, []byte("cd"))),
-		maskedFrame(true, 8, websocket.FormatCloseMessage(1000, "")),
-		maskedFrame(true, 2, make([]byte, 300)),
+		wiretest.MaskedFrame(true, 2, []byte{ChanStdin, 'h', 'i'}),
+		cat(wiretest.MaskedFrame(true, 2, []byte{ChanStdin, 'x'}), wiretest.MaskedFrame(true, 2, []byte{chanClose, ChanStdin})),
+		wiretest.MaskedFrame(true, 2, []byte("\x04{\"Width\":80,\"Height\":24}")),
+		cat(wiretest.MaskedFrame(false, 2, []byte("\x04{\"Width\":1")), wiretest.MaskedFrame(true, 0, []byte("23,\"Height\":45}"))),
+		cat(wiretest.MaskedFrame(false, 2, []byte{ChanStdin}), wiretest.MaskedFrame(true, 9, []byte("p")), wiretest.MaskedFrame(true, 0, []byte("cd"))),
+		wiretest.MaskedFrame(true, 8, websocket.FormatCloseMessage(1000, "")),
+		wiretest.MaskedFrame(true, 2, make([]byte, 300)),
 		{0x82, 0x02, 0x00, 0x78},
 		{0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-		maskedFrame(false, 2, []byte{chanClose}),
+		wiretest.MaskedFrame(false, 2, []byte{chanClose}),
 	}
 }
 
@@ -40,7 +42,7 @@ func FuzzClientMessages(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := benchSession(t, &loopConn{src: data}, &loopConn{})
+		s := benchSession(t, &loopConn{Src: data}, &loopConn{})
 		s.resizeID = 7
 		if err := s.readLoop(); err == nil {
 			t.Fatal("the read loop ended without an error")
@@ -81,7 +83,7 @@ func FuzzRuntimeFrames(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := newSPDYConn(&loopConn{src: data})
+		c := newSPDYConn(&loopConn{Src: data})
 		buf := make([]byte, 4096)
 		for {
 			fr, err := c.next()
@@ -115,11 +117,11 @@ func FuzzSPDYRelay(f *testing.F) {
 		cfg := DefaultConfig()
 		r := &spdyRelay{cfg: &cfg, jsonStatus: true, errStreams: map[uint32]bool{}}
 		if up {
-			r.client, r.rt = &loopConn{src: data}, &loopConn{}
+			r.client, r.rt = &loopConn{Src: data}, &loopConn{}
 			r.up()
 			return
 		}
-		r.client, r.rt = &loopConn{}, &loopConn{src: data}
+		r.client, r.rt = &loopConn{}, &loopConn{Src: data}
 		err := r.down()
 		r.tellLost(context.Background(), err)
 	})

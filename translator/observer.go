@@ -3,6 +3,8 @@ package translator
 import (
 	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
+
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // Observer sees a remotecommand session's data as the client does, for a
@@ -34,7 +36,7 @@ func binaryChannels(protocol string) bool {
 // on. The up copier owns it.
 type clientFollower struct {
 	obs       Observer
-	hdr       [wsMaxHeader]byte
+	hdr       [wire.MaxHeader]byte
 	hdrLen    int
 	left      int64
 	key       [4]byte
@@ -42,7 +44,7 @@ type clientFollower struct {
 	control   bool
 	atPayload bool
 	channel   byte
-	resizes   resizeStream
+	resizes   wire.ResizeStream
 	badResize bool // a resize stream it could not read: no more resizes
 	scratch   [512]byte
 }
@@ -59,15 +61,15 @@ func (c *clientFollower) follow(b []byte) {
 		c.hdr[c.hdrLen] = b[0]
 		c.hdrLen++
 		b = b[1:]
-		if c.hdrLen < 2 || c.hdrLen < wsHeaderLen(c.hdr[1]) {
+		if c.hdrLen < 2 || c.hdrLen < wire.HeaderLen(c.hdr[1]) {
 			continue
 		}
 		h := c.hdr[:c.hdrLen]
-		n := int64(wsPayloadLen(h) & (1<<63 - 1))
-		op := int(h[0] & wsOpcodeMask)
+		n := int64(wire.PayloadLen(h) & (1<<63 - 1))
+		op := int(h[0] & wire.OpcodeMask)
 		c.key = [4]byte{}
-		if h[1]&wsMaskBit != 0 {
-			copy(c.key[:], h[len(h)-wsMaskLen:])
+		if h[1]&wire.MaskBit != 0 {
+			copy(c.key[:], h[len(h)-wire.MaskLen:])
 		}
 		c.pos, c.control = 0, op >= websocket.CloseMessage
 		if op == websocket.BinaryMessage || op == websocket.TextMessage {
@@ -85,7 +87,7 @@ func (c *clientFollower) payload(b []byte) {
 		k := min(len(b), len(c.scratch))
 		p := c.scratch[:k]
 		copy(p, b[:k])
-		c.pos = unmask(c.key, c.pos, p)
+		c.pos = wire.Unmask(c.key, c.pos, p)
 		b = b[k:]
 		if c.atPayload {
 			c.atPayload, c.channel = false, p[0]
@@ -96,7 +98,7 @@ func (c *clientFollower) payload(b []byte) {
 		case c.channel == ChanStdin:
 			c.obs.Input(p)
 		case c.channel == ChanResize && !c.badResize:
-			sizes, err := c.resizes.feed(p)
+			sizes, err := c.resizes.Feed(p)
 			if err != nil {
 				c.badResize = true
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // Options are the streams of a remotecommand session. They must match the
@@ -50,13 +51,9 @@ type Result struct {
 }
 
 // ProtocolError is a client's breach of the v5 protocol.
-type ProtocolError struct{ msg string }
+type ProtocolError = wire.ProtocolError
 
-func (e *ProtocolError) Error() string { return "v5 protocol error: " + e.msg }
-
-func protoErrf(format string, a ...any) error {
-	return &ProtocolError{msg: fmt.Sprintf(format, a...)}
-}
+var protoErrf = wire.ProtocolErrorf
 
 // DialFunc opens a new upgraded connection to the runtime offering protocols
 // and returns it with the protocol the runtime chose. CRI streaming URLs are
@@ -72,7 +69,7 @@ type rcSession struct {
 	cfg    *Config
 	obs    Observer // nil: none
 	opts   Options
-	wc     *wsConn
+	wc     *wire.Conn
 	rt     *spdyConn
 
 	// Stream IDs on the runtime connection; 0 when not requested.
@@ -82,7 +79,7 @@ type rcSession struct {
 	open map[uint32]bool
 
 	bytes     [5]atomic.Uint64
-	resizes   resizeStream // channel 4 (read loop only)
+	resizes   wire.ResizeStream // channel 4 (read loop only)
 	stdinOpen bool
 	writing   bool   // the client still takes output (pump goroutine only)
 	status    []byte // what the runtime wrote on the error stream
@@ -98,20 +95,20 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		cfg:     &cfg,
 		obs:     obs,
 		opts:    opts,
-		wc:      newWSConn(ws, &cfg),
+		wc:      wire.NewConn(ws, &cfg.Limits),
 		open:    map[uint32]bool{},
 		writing: true,
 	}
-	defer s.wc.shutdown()
+	defer s.wc.Shutdown()
 
 	if err := s.openRuntime(ctx, dial); err != nil {
-		st := internalError(err.Error())
+		st := wire.InternalError(err.Error())
 		var ue *upgrade.Error
 		if errors.As(err, &ue) && ue.StatusCode < 500 {
 			st.Code = int32(ue.StatusCode)
 		}
-		s.wc.closeWith(statusFrame(st), websocket.CloseNormalClosure, "")
-		s.wc.drain()
+		s.wc.CloseWith(wire.StatusFrame(st), websocket.CloseNormalClosure, "")
+		s.wc.Drain()
 		return Result{Status: st, Err: err}
 	}
 	defer s.rt.Close()
@@ -124,7 +121,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	} else if opts.Stderr {
 		ready[0] = ChanStderr
 	}
-	_ = s.wc.writeFrame(ready)
+	_ = s.wc.WriteFrame(ready)
 
 	var res Result
 	outputsDone := make(chan struct{})
@@ -135,13 +132,13 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	var nodeEnded atomic.Bool // set on the timer's or the context's goroutine
 	stop := context.AfterFunc(ctx, func() {
 		nodeEnded.Store(true)
-		s.abort(internalError("session cancelled: the node's streaming server is shutting down"))
+		s.abort(wire.InternalError("session cancelled: the node's streaming server is shutting down"))
 	})
 	defer stop()
-	s.wc.startKeepalive(func() { _ = s.rt.ping() }, func() {
+	s.wc.StartKeepalive(func() { _ = s.rt.ping() }, func() {
 		s.logger.V(2).Info("Closing idle session", "idleTimeout", cfg.IdleTimeout)
 		nodeEnded.Store(true)
-		s.abort(internalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))
+		s.abort(wire.InternalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))
 	})
 
 	readErr := s.readLoop()
@@ -149,20 +146,20 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	switch {
 	case errors.As(readErr, &pe):
 		s.abort(badRequest(pe.Error()))
-		s.wc.drain()
+		s.wc.Drain()
 		res.Err = readErr
-	case errors.Is(readErr, errProtocol):
+	case errors.Is(readErr, wire.ErrProtocol):
 		// The reader already sent close 1002; the runtime leg must end
 		// too, or a broken frame would hold it (and its process) open.
 		s.abort(nil)
-		s.wc.drain()
+		s.wc.Drain()
 		res.Err = fmt.Errorf("client broke websocket framing: %w", readErr)
 	case errors.Is(readErr, websocket.ErrReadLimit):
 		// The reader already sent close 1009 to the client.
 		s.abort(nil)
-		s.wc.drain()
+		s.wc.Drain()
 		res.Err = fmt.Errorf("client message larger than %d bytes: %w", cfg.MaxMessageSize, readErr)
-	case !s.wc.closed():
+	case !s.wc.Closed():
 		// The client left (close frame, reset or silence) while the
 		// command still ran: stop the runtime side.
 		s.abort(nil)
@@ -182,9 +179,9 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 func (s *rcSession) abort(st *metav1.Status) {
 	var frame []byte
 	if st != nil {
-		frame = statusFrame(st)
+		frame = wire.StatusFrame(st)
 	}
-	s.wc.closeWith(frame, websocket.CloseNormalClosure, "")
+	s.wc.CloseWith(frame, websocket.CloseNormalClosure, "")
 	s.rt.Close()
 }
 
@@ -284,14 +281,14 @@ func (s *rcSession) pumpOutputs() *metav1.Status {
 			err = s.forward(f)
 		}
 		if err != nil {
-			if !errors.Is(err, errGoAway) && !s.wc.closed() {
+			if !errors.Is(err, errGoAway) && !s.wc.Closed() {
 				s.logger.V(3).Info("Runtime connection ended", "err", err)
 			}
 			break
 		}
 	}
 	st, frame := parseRuntimeStatus(s.status)
-	if !s.wc.closeWith(frame, websocket.CloseNormalClosure, "") {
+	if !s.wc.CloseWith(frame, websocket.CloseNormalClosure, "") {
 		return nil // the client side ended first; it has had its answer
 	}
 	return st
@@ -329,7 +326,7 @@ func (s *rcSession) output(ch byte, length int) error {
 	}
 	// Spare room behind the payload lets the runtime reader take the next
 	// frame's header in the same read (see readPayload).
-	bp := getBuf(1 + s.cfg.BufferSize + readBufSize)
+	bp := getBuf(1 + s.cfg.BufferSize + wire.ReadBufSize)
 	defer putBuf(bp)
 	buf := *bp
 	buf[0] = ch
@@ -342,12 +339,12 @@ func (s *rcSession) output(ch byte, length int) error {
 		if !s.writing {
 			continue
 		}
-		if werr := s.wc.writeFrame(buf[:1+n]); werr != nil {
+		if werr := s.wc.WriteFrame(buf[:1+n]); werr != nil {
 			s.writing = false
-			if !errors.Is(werr, errSessionClosed) {
+			if !errors.Is(werr, wire.ErrSessionClosed) {
 				// The client cannot take output: the session is over.
 				s.logger.V(3).Info("Writing to client failed", "channel", ch, "err", werr)
-				s.wc.closeWith(nil, websocket.CloseGoingAway, "")
+				s.wc.CloseWith(nil, websocket.CloseGoingAway, "")
 				s.rt.Close()
 			}
 			continue
@@ -376,7 +373,7 @@ func (s *rcSession) readStatus(n int) error {
 // the connection breaks or the client breaks the protocol.
 func (s *rcSession) readLoop() error {
 	for {
-		mt, r, err := s.wc.nextReader()
+		mt, r, err := s.wc.NextReader()
 		if err != nil {
 			return err
 		}
@@ -387,7 +384,7 @@ func (s *rcSession) readLoop() error {
 		// client bytes go to the runtime without a copy, and spare room
 		// behind a full message for the reader to read on into the next
 		// frame's header (one read syscall per message, not two).
-		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + readBufSize)
+		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
 		err = s.handleMessage(r, *bp)
 		putBuf(bp)
 		if err != nil {
@@ -473,7 +470,7 @@ func (s *rcSession) resize(r io.Reader, buf []byte) error {
 		return err
 	}
 	s.bytes[ChanResize].Add(uint64(n))
-	sizes, err := s.resizes.feed(payload[:n])
+	sizes, err := s.resizes.Feed(payload[:n])
 	if err != nil {
 		return err
 	}
@@ -517,11 +514,4 @@ func (s *rcSession) closeChannel(r io.Reader, buf []byte) error {
 		return protoErrf("close signal for channel %d, which a client cannot close", buf[0])
 	}
 	return nil
-}
-
-func truncate(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
 }

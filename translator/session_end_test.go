@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // runtimeLog is what a scripted SPDY runtime saw of a session.
@@ -91,12 +93,12 @@ func TestClientEndsRuntimeLeg(t *testing.T) {
 		send []byte
 	}{
 		{"unmasked frame", []byte{0x82, 0x02, 0x00, 0x78}},
-		{"reserved bits", cat(maskedFrame(true, 0x40|2, []byte{0, 'x'}))},
-		{"stray continuation", maskedFrame(true, 0, []byte{0, 'x'})},
-		{"close signal cut between fragments", maskedFrame(false, 2, []byte{chanClose, ChanStdin})},
-		{"close signal cut inside a fragment", maskedFrame(true, 2, []byte{chanClose, ChanStdin})[:7]},
-		{"stdin cut between fragments", maskedFrame(false, 2, []byte{ChanStdin, 'c', 'u', 't'})},
-		{"stdin cut inside a frame", maskedFrame(true, 2, []byte{ChanStdin, 'c', 'u', 't', 's'})[:9]},
+		{"reserved bits", cat(wiretest.MaskedFrame(true, 0x40|2, []byte{0, 'x'}))},
+		{"stray continuation", wiretest.MaskedFrame(true, 0, []byte{0, 'x'})},
+		{"close signal cut between fragments", wiretest.MaskedFrame(false, 2, []byte{chanClose, ChanStdin})},
+		{"close signal cut inside a fragment", wiretest.MaskedFrame(true, 2, []byte{chanClose, ChanStdin})[:7]},
+		{"stdin cut between fragments", wiretest.MaskedFrame(false, 2, []byte{ChanStdin, 'c', 'u', 't'})},
+		{"stdin cut inside a frame", wiretest.MaskedFrame(true, 2, []byte{ChanStdin, 'c', 'u', 't', 's'})[:9]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()

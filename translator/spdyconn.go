@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/moby/spdystream/spdy"
+
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // spdyConn is the client end of a SPDY/3.1 connection to a runtime's
@@ -28,7 +30,7 @@ import (
 type spdyConn struct {
 	conn net.Conn
 
-	rd stage // the read side (stage.go), the session's runtime reader's alone
+	rd wire.Stage // the read side (internal/wire/stage.go), the session's runtime reader's alone
 
 	wmu        sync.Mutex // one frame at a time on the wire
 	nextID     uint32     // client streams are odd
@@ -230,16 +232,16 @@ func (c *spdyConn) readPayload(p []byte) error { return c.readFull(p) }
 func (c *spdyConn) readFull(p []byte) error {
 	want, room := len(p), p[:cap(p)]
 	for got := 0; got < want; {
-		m, err := c.rd.read(c.conn, room[got:], want-got)
+		m, err := c.rd.Read(c.conn, room[got:], want-got)
 		got += m
 		if err != nil && got < want {
-			return eofErr(got, err)
+			return wire.EOFErr(got, err)
 		}
 	}
 	return nil
 }
 
 // discard skips n bytes of the stream.
-func (c *spdyConn) discard(n int) error { return c.rd.skip(c.conn, n) }
+func (c *spdyConn) discard(n int) error { return c.rd.Skip(c.conn, n) }
 
 func (c *spdyConn) Close() error { return c.conn.Close() }

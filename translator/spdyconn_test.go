@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
+
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // TestSPDYConnAgainstSpdystream: the hand-written client against the SPDY
@@ -157,7 +159,7 @@ func TestSPDYConnReads(t *testing.T) {
 		skip bool // discard instead of read
 		room int  // spare room behind the read buffer
 	}
-	ops := []op{{n: 8}, {n: 32768, room: readBufSize}, {n: 8}, {n: 100, skip: true}, {n: 5000}, {n: 3}, {n: 40000, room: 10}, {n: 9000, skip: true}, {n: 8}}
+	ops := []op{{n: 8}, {n: 32768, room: wire.ReadBufSize}, {n: 8}, {n: 100, skip: true}, {n: 5000}, {n: 3}, {n: 40000, room: 10}, {n: 9000, skip: true}, {n: 8}}
 	for _, chunk := range []int{1, 7, 4096, 4100, 65536, 1 << 20} {
 		c := &chunkConn{data: stream, chunk: chunk}
 		sc := newSPDYConn(c)
@@ -195,7 +197,7 @@ func TestSPDYConnReads(t *testing.T) {
 	c := &chunkConn{data: stream[:8+32768+8], chunk: 1 << 20}
 	sc := newSPDYConn(c)
 	h := make([]byte, 8)
-	p := make([]byte, 32768, 32768+readBufSize)
+	p := make([]byte, 32768, 32768+wire.ReadBufSize)
 	if err := sc.readFull(h); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // RelaySPDY carries a SPDY/3.1 session (remotecommand v1–v4 or
@@ -167,7 +168,7 @@ type spdyRelay struct {
 	obs               Observer
 	outStreams        map[uint32]byte
 	stdinID, resizeID uint32
-	resizes           resizeStream
+	resizes           wire.ResizeStream
 	badResize         bool
 	// status collects the error stream's data (v4), for the audit record;
 	// errClosed: the runtime finished an error stream (with no data: the
@@ -185,7 +186,7 @@ const maxHeaderFrame = 16 << 10
 // PINGs itself. It ends when the client's side does; the runtime then gets
 // a half-close and the grace to finish.
 func (r *spdyRelay) up() {
-	br := bufio.NewReaderSize(r.client, readBufSize)
+	br := bufio.NewReaderSize(r.client, wire.ReadBufSize)
 	// Held for the session, unlike the tunnel's per-frame borrowing: this
 	// loop parks in the header read with frames of the client's own
 	// streams (stdin) interleaved with control frames it must rewrite, and
@@ -252,7 +253,7 @@ func (r *spdyRelay) up() {
 	r.mu.Lock()
 	r.upEnded = true
 	r.mu.Unlock()
-	if err != nil && !errors.Is(err, io.EOF) && !isTimeout(err) {
+	if err != nil && !errors.Is(err, io.EOF) && !wire.IsTimeout(err) {
 		r.res.UpErr = err
 	}
 	// The client is gone or done: the runtime hears EOF and ends the
@@ -370,7 +371,7 @@ func (r *spdyRelay) closeErrStream(id uint32) {
 // streams the runtime closes. It returns nil when the runtime closed the
 // connection, else why its side ended.
 func (r *spdyRelay) down() error {
-	br := bufio.NewReaderSize(r.rt, readBufSize)
+	br := bufio.NewReaderSize(r.rt, wire.ReadBufSize)
 	for {
 		var h [spdyHeaderLen]byte
 		if _, err := io.ReadFull(br, h[:]); err != nil {
@@ -436,7 +437,7 @@ func (r *spdyRelay) graceForFrame(err error) bool {
 	r.mu.Lock()
 	stopping := r.stopping
 	r.mu.Unlock()
-	if !stopping || r.graceArmed || !isTimeout(err) {
+	if !stopping || r.graceArmed || !wire.IsTimeout(err) {
 		return false
 	}
 	r.graceArmed = true
@@ -477,7 +478,7 @@ func (r *spdyRelay) inputSeen(id uint32) func([]byte) {
 		return r.obs.Input
 	case id == r.resizeID && !r.badResize:
 		return func(p []byte) {
-			sizes, err := r.resizes.feed(p)
+			sizes, err := r.resizes.Feed(p)
 			if err != nil {
 				r.badResize = true
 			}
@@ -546,7 +547,7 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	}
 	payload := []byte(msg)
 	if r.jsonStatus {
-		payload, _ = json.Marshal(internalError(msg))
+		payload, _ = json.Marshal(wire.InternalError(msg))
 	}
 	_ = r.client.SetWriteDeadline(time.Now().Add(r.cfg.WriteTimeout))
 	r.wmu.Lock()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // SpliceResult is what a direct session carried and how it ended.
@@ -141,7 +142,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			res.BytesDown += uint64(n)
 		}
 		if err != nil {
-			if isTimeout(err) && stopping.Load() {
+			if wire.IsTimeout(err) && stopping.Load() {
 				mu.Lock()
 				woken := !graceArmed
 				mu.Unlock()
@@ -221,8 +222,8 @@ func spliceUp(client, rt net.Conn, size int, cf *clientFollower) uint64 {
 // and its bare close at the end then resets what the node had yet to pass
 // on; the pings still keep the client's own path alive.
 func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *clientFollower) uint64 {
-	br := bufio.NewReaderSize(client, readBufSize)
-	buf := make([]byte, max(size, wsMaxHeader+wsMaxControl))
+	br := bufio.NewReaderSize(client, wire.ReadBufSize)
+	buf := make([]byte, max(size, wire.MaxHeader+wire.MaxControl))
 	var up uint64
 	rtGone := false
 	forward := func(b []byte) {
@@ -244,21 +245,21 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 		if err != nil {
 			return up
 		}
-		hlen := wsHeaderLen(b[1])
+		hlen := wire.HeaderLen(b[1])
 		h := buf[:hlen]
 		if _, err := io.ReadFull(br, h); err != nil {
 			return up
 		}
-		n := wsPayloadLen(h)
-		if h[0]&wsOpcodeMask == websocket.PingMessage && h[0]&wsFin != 0 && n <= wsMaxControl && h[1]&wsMaskBit != 0 {
+		n := wire.PayloadLen(h)
+		if h[0]&wire.OpcodeMask == websocket.PingMessage && h[0]&wire.Fin != 0 && n <= wire.MaxControl && h[1]&wire.MaskBit != 0 {
 			payload := buf[hlen : hlen+int(n)]
 			if _, err := io.ReadFull(br, payload); err != nil {
 				return up
 			}
 			var key [4]byte
-			copy(key[:], h[hlen-wsMaskLen:])
-			unmask(key, 0, payload)
-			pong := serverFrame(nil, websocket.PongMessage, payload)
+			copy(key[:], h[hlen-wire.MaskLen:])
+			wire.Unmask(key, 0, payload)
+			pong := wire.ServerFrame(nil, websocket.PongMessage, payload)
 			cw.Lock()
 			_, _ = client.Write(pong)
 			cw.Unlock()
@@ -281,16 +282,16 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 // channel) a close 1011 with the reason.
 func endFrames(protocol, msg string) []byte {
 	if protocol == remotecommand.StreamProtocolV5Name {
-		out := serverFrame(nil, websocket.BinaryMessage, statusFrame(internalError(msg)))
-		return serverFrame(out, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+		out := wire.ServerFrame(nil, websocket.BinaryMessage, wire.StatusFrame(wire.InternalError(msg)))
+		return wire.ServerFrame(out, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
 	}
-	return serverFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, closeReason(msg)))
+	return wire.ServerFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, wire.CloseReason(msg)))
 }
 
 // frameFollower tracks frame boundaries in a server-to-client byte stream
 // without copying it.
 type frameFollower struct {
-	hdr      [wsMaxHeader]byte
+	hdr      [wire.MaxHeader]byte
 	hdrLen   int   // header bytes seen of the frame starting now
 	left     int64 // payload bytes of the current frame still to come
 	sawClose bool
@@ -382,11 +383,11 @@ func (f *frameFollower) follow(b []byte) {
 		if f.hdrLen < 2 {
 			continue
 		}
-		if f.hdrLen < wsHeaderLen(f.hdr[1]) { // a masked server frame is a protocol error, but counted right
+		if f.hdrLen < wire.HeaderLen(f.hdr[1]) { // a masked server frame is a protocol error, but counted right
 			continue
 		}
-		n := int64(wsPayloadLen(f.hdr[:f.hdrLen]) & (1<<63 - 1))
-		op := int(f.hdr[0] & wsOpcodeMask)
+		n := int64(wire.PayloadLen(f.hdr[:f.hdrLen]) & (1<<63 - 1))
+		op := int(f.hdr[0] & wire.OpcodeMask)
 		if op == websocket.CloseMessage {
 			f.sawClose = true
 		}

@@ -1,6 +1,8 @@
 package translator
 
 import (
+	"github.com/kubestream/kubestream/internal/wire"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -17,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // TestFrameFollower: boundaries are found whatever the read sizes, across
@@ -25,10 +29,10 @@ func TestFrameFollower(t *testing.T) {
 	var stream []byte
 	var ends []int // offsets where a frame ends
 	for _, n := range []int{0, 5, 125, 126, 300, 65535, 65536, 70000} {
-		stream = serverFrame(stream, websocket.BinaryMessage, make([]byte, n))
+		stream = wire.ServerFrame(stream, websocket.BinaryMessage, make([]byte, n))
 		ends = append(ends, len(stream))
 	}
-	withClose := serverFrame(append([]byte(nil), stream...), websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
+	withClose := wire.ServerFrame(append([]byte(nil), stream...), websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
 	for _, chunk := range []int{1, 2, 3, 7, 100, 4096, 1 << 20} {
 		var f frameFollower
 		fed, next := 0, 0
@@ -59,7 +63,7 @@ func TestFrameFollower(t *testing.T) {
 
 // TestEndFrames: what a client hears when the runtime could not say it.
 func TestEndFrames(t *testing.T) {
-	ops, payloads := serverFrames(t, endFrames(remotecommand.StreamProtocolV5Name, "container runtime connection lost"))
+	ops, payloads := wiretest.ServerFrames(t, endFrames(remotecommand.StreamProtocolV5Name, "container runtime connection lost"))
 	if len(ops) != 2 || ops[0] != websocket.BinaryMessage || ops[1] != websocket.CloseMessage || payloads[0][0] != ChanError {
 		t.Fatalf("v5: opcodes %v", ops)
 	}
@@ -67,7 +71,7 @@ func TestEndFrames(t *testing.T) {
 	if err := json.Unmarshal(payloads[0][1:], &st); err != nil || st.Reason != metav1.StatusReasonInternalError || st.Message != "container runtime connection lost" {
 		t.Fatalf("v5 status %+v (%v)", st, err)
 	}
-	ops, payloads = serverFrames(t, endFrames(portforward.WebsocketsSPDYTunnelingPortForwardV1, string(bytes.Repeat([]byte("x"), 200))))
+	ops, payloads = wiretest.ServerFrames(t, endFrames(portforward.WebsocketsSPDYTunnelingPortForwardV1, string(bytes.Repeat([]byte("x"), 200))))
 	if len(ops) != 1 || ops[0] != websocket.CloseMessage || binary.BigEndian.Uint16(payloads[0]) != websocket.CloseInternalServerErr || len(payloads[0]) > 125 {
 		t.Fatalf("tunnel: opcodes %v, close payload %d bytes", ops, len(payloads[0]))
 	}
@@ -148,7 +152,7 @@ func TestSpliceShutdownMidFrame(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.CloseGrace = 5 * time.Second
 
-	out := serverFrame(nil, websocket.BinaryMessage, append([]byte{ChanStdout}, bytes.Repeat([]byte("x"), 1000)...))
+	out := wire.ServerFrame(nil, websocket.BinaryMessage, append([]byte{ChanStdout}, bytes.Repeat([]byte("x"), 1000)...))
 	if _, err := runtimeApp.Write(out[:300]); err != nil {
 		t.Fatal(err)
 	}

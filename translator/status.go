@@ -7,26 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
+
+	"github.com/kubestream/kubestream/internal/wire"
 )
-
-// statusFrame marshals a Status behind the v5 error channel byte.
-func statusFrame(st *metav1.Status) []byte {
-	b, err := json.Marshal(st)
-	if err != nil { // a Status always marshals; keep the client informed anyway
-		b = []byte(`{"metadata":{},"status":"Failure","message":"status encoding failed","reason":"InternalError","code":500}`)
-	}
-	return append([]byte{remotecommand.StreamErr}, b...)
-}
-
-func internalError(msg string) *metav1.Status {
-	return &metav1.Status{
-		Status:  metav1.StatusFailure,
-		Message: msg,
-		Reason:  metav1.StatusReasonInternalError,
-		Code:    http.StatusInternalServerError,
-		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: msg}}},
-	}
-}
 
 func badRequest(msg string) *metav1.Status {
 	return &metav1.Status{
@@ -64,15 +47,15 @@ func ExitCode(st *metav1.Status) int {
 // client sees exactly the message the runtime wrote.
 func parseRuntimeStatus(raw []byte) (*metav1.Status, []byte) {
 	if len(raw) == 0 {
-		st := internalError("container runtime closed the session without reporting an exit status")
-		return st, statusFrame(st)
+		st := wire.InternalError("container runtime closed the session without reporting an exit status")
+		return st, wire.StatusFrame(st)
 	}
 	var st metav1.Status
 	if err := json.Unmarshal(raw, &st); err != nil || st.Status == "" {
 		// v1/v2-style plain-text errors never reach here (we only speak
 		// v4 to runtimes), but keep a misbehaving runtime's words.
-		s := internalError("container runtime: " + string(raw))
-		return s, statusFrame(s)
+		s := wire.InternalError("container runtime: " + string(raw))
+		return s, wire.StatusFrame(s)
 	}
 	return &st, append([]byte{remotecommand.StreamErr}, raw...)
 }

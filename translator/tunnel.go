@@ -9,6 +9,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // TunnelResult describes a finished port-forward tunnel.
@@ -25,8 +27,8 @@ type TunnelResult struct {
 // followed, to cut the copies at frame ends.
 func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Config) TunnelResult {
 	logger := klog.FromContext(ctx)
-	wc := newWSConn(ws, &cfg)
-	defer wc.shutdown()
+	wc := wire.NewConn(ws, &cfg.Limits)
+	defer wc.Shutdown()
 	defer rt.Close()
 
 	var res TunnelResult
@@ -36,26 +38,26 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 		var werr error
 		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, spdyHeaderLen+cfg.BufferSize))
 		if werr != nil {
-			if !errors.Is(werr, errSessionClosed) {
+			if !errors.Is(werr, wire.ErrSessionClosed) {
 				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
-				wc.closeWith(nil, websocket.CloseGoingAway, "")
+				wc.CloseWith(nil, websocket.CloseGoingAway, "")
 			}
 			rt.Close()
 			return
 		}
 		// The runtime ended the SPDY session.
-		wc.closeWith(nil, websocket.CloseNormalClosure, "")
+		wc.CloseWith(nil, websocket.CloseNormalClosure, "")
 	}()
 	stop := context.AfterFunc(ctx, func() {
-		wc.closeWith(nil, websocket.CloseGoingAway, "node streaming server shutting down")
+		wc.CloseWith(nil, websocket.CloseGoingAway, "node streaming server shutting down")
 		rt.Close()
 	})
 	defer stop()
 	// The SPDY session inside belongs to client and runtime; their pings
 	// cross the tunnel, so only the client leg needs ours.
-	wc.startKeepalive(nil, func() {
+	wc.StartKeepalive(nil, func() {
 		logger.V(2).Info("Closing idle port-forward tunnel", "idleTimeout", cfg.IdleTimeout)
-		wc.closeWith(nil, websocket.CloseNormalClosure, "idle timeout")
+		wc.CloseWith(nil, websocket.CloseNormalClosure, "idle timeout")
 		rt.Close()
 	})
 
@@ -65,18 +67,18 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	// until the frame's rest arrives.
 	var readErr error
 	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdyHeaderLen+cfg.BufferSize))
-	if !wc.closed() {
+	if !wc.Closed() {
 		code := websocket.CloseNormalClosure
-		if !peerClosed(readErr) {
+		if !wire.PeerClosed(readErr) {
 			res.Err = readErr
 			code = websocket.CloseProtocolError
 			if errors.Is(readErr, websocket.ErrReadLimit) {
 				code = websocket.CloseMessageTooBig
 			}
 		}
-		wc.closeWith(nil, code, "")
+		wc.CloseWith(nil, code, "")
 		if code != websocket.CloseNormalClosure {
-			wc.drain()
+			wc.Drain()
 		}
 	}
 	rt.Close()
@@ -88,7 +90,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 // side ends (its close, a broken connection, a message that is not binary),
 // returning the bytes carried and why it ended. It runs on the handler's
 // goroutine, which owns the client's read side.
-func tunnelUp(wc *wsConn, rt net.Conn, buf []byte) (up uint64, _ error) {
+func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 	// client-go writes each SPDY frame as several messages (header
 	// words, then payload); passing each on would cost a syscall and a
 	// TCP segment apiece. Bytes are held until they end a frame (or
@@ -108,7 +110,7 @@ func tunnelUp(wc *wsConn, rt net.Conn, buf []byte) (up uint64, _ error) {
 		return nil
 	}
 	for {
-		mt, r, err := wc.nextReader()
+		mt, r, err := wc.NextReader()
 		if err != nil {
 			return up, err
 		}
@@ -144,7 +146,7 @@ func tunnelUp(wc *wsConn, rt net.Conn, buf []byte) (up uint64, _ error) {
 // frame's header words and payload with separate writes, so a read often
 // ends inside a frame; reading on to the frame's end (its rest is on its
 // way) makes one message of what would have been several.
-func tunnelDown(wc *wsConn, rt net.Conn, buf []byte) (uint64, error) {
+func tunnelDown(wc *wire.Conn, rt net.Conn, buf []byte) (uint64, error) {
 	var total uint64
 	var frames spdyBoundary
 	for {
@@ -160,7 +162,7 @@ func tunnelDown(wc *wsConn, rt net.Conn, buf []byte) (uint64, error) {
 			}
 		}
 		if fill > 0 {
-			if werr := wc.writeFrame(buf[:fill]); werr != nil {
+			if werr := wc.WriteFrame(buf[:fill]); werr != nil {
 				return total, werr
 			}
 			total += uint64(fill)

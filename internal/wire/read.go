@@ -1,4 +1,4 @@
-package translator
+package wire
 
 import (
 	"encoding/binary"
@@ -21,45 +21,45 @@ import (
 // so a first frame sent with the handshake is not lost.
 
 const (
-	opContinuation = 0
-	opText         = websocket.TextMessage
-	opBinary       = websocket.BinaryMessage
-	opClose        = websocket.CloseMessage
-	opPing         = websocket.PingMessage
-	opPong         = websocket.PongMessage
+	OpContinuation = 0
+	OpText         = websocket.TextMessage
+	OpBinary       = websocket.BinaryMessage
+	OpClose        = websocket.CloseMessage
+	OpPing         = websocket.PingMessage
+	OpPong         = websocket.PongMessage
 )
 
-// errProtocol marks a client that broke RFC 6455 framing: close code 1002.
-var errProtocol = errors.New("websocket protocol error")
+// ErrProtocol marks a client that broke RFC 6455 framing: close code 1002.
+var ErrProtocol = errors.New("websocket protocol error")
 
-// errMessageCut is the connection ending inside a message. It is never
+// ErrMessageCut is the connection ending inside a message. It is never
 // io.EOF or io.ErrUnexpectedEOF itself, which io.ReadFull and the sessions
 // take for the message's own end: a cut message is not a short one, and
 // what it held must not be acted on.
-var errMessageCut = errors.New("connection ended inside a websocket message")
+var ErrMessageCut = errors.New("connection ended inside a websocket message")
 
 // cutShort turns the end of the connection inside a message into
-// errMessageCut; other errors pass unchanged.
+// ErrMessageCut; other errors pass unchanged.
 func cutShort(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return fmt.Errorf("%w: %w", errMessageCut, err)
+		return fmt.Errorf("%w: %w", ErrMessageCut, err)
 	}
 	return err
 }
 
 func frameErrf(format string, a ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errProtocol}, a...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, a...)...)
 }
 
-// msgReader is the reader of the current message; it lives in wsConn, so a
+// msgReader is the reader of the current message; it lives in Conn, so a
 // message costs no allocation.
-type msgReader struct{ c *wsConn }
+type msgReader struct{ c *Conn }
 
 func (m msgReader) Read(p []byte) (int, error) { return m.c.readPayload(p) }
 
-// readState is wsConn's read side. Only the session's read loop touches it.
+// readState is Conn's read side. Only the session's read loop touches it.
 type readState struct {
-	stage
+	Stage
 
 	inMessage bool  // a data message is being read
 	final     bool  // its current frame is the last
@@ -67,14 +67,14 @@ type readState struct {
 	msgLen    int64 // payload bytes of the message so far
 	mask      [4]byte
 	maskPos   int
-	ctl       [wsMaxControl]byte // control frame payloads
-	err       error              // sticky: the read side is done
+	ctl       [MaxControl]byte // control frame payloads
+	err       error            // sticky: the read side is done
 }
 
-// nextReader returns the next data message's type and a reader of its
+// NextReader returns the next data message's type and a reader of its
 // payload, answering pings and closes on the way, as gorilla's NextReader
 // does. What is left unread of the previous message is discarded.
-func (c *wsConn) nextReader() (int, io.Reader, error) {
+func (c *Conn) NextReader() (int, io.Reader, error) {
 	r := &c.rd
 	if r.err != nil {
 		return 0, nil, r.err
@@ -92,9 +92,9 @@ func (c *wsConn) nextReader() (int, io.Reader, error) {
 			return 0, nil, c.fail(err)
 		}
 		switch op {
-		case opContinuation:
+		case OpContinuation:
 			return 0, nil, c.fail(frameErrf("continuation frame without a message"))
-		case opText, opBinary:
+		case OpText, OpBinary:
 			r.inMessage = true
 			// A data message proves the peer alive: the session's read
 			// deadline moves on (control frames move it in control).
@@ -107,14 +107,14 @@ func (c *wsConn) nextReader() (int, io.Reader, error) {
 // fail ends the read side. A client that broke the framing or the size
 // limit gets the close code RFC 6455 gives it (1002, 1009) at once, as
 // gorilla's reader did; the session's status is moot after that.
-func (c *wsConn) fail(err error) error {
+func (c *Conn) fail(err error) error {
 	c.rd.err = err
 	c.rd.inMessage = false
 	switch {
 	case errors.Is(err, websocket.ErrReadLimit):
-		c.closeWith(nil, websocket.CloseMessageTooBig, "")
-	case errors.Is(err, errProtocol):
-		c.closeWith(nil, websocket.CloseProtocolError, err.Error())
+		c.CloseWith(nil, websocket.CloseMessageTooBig, "")
+	case errors.Is(err, ErrProtocol):
+		c.CloseWith(nil, websocket.CloseProtocolError, err.Error())
 	}
 	return err
 }
@@ -122,48 +122,48 @@ func (c *wsConn) fail(err error) error {
 // nextFrame reads frame headers until a data frame, handling control
 // frames in between; it returns the data frame's opcode with its payload
 // ready to read.
-func (c *wsConn) nextFrame() (int, error) {
+func (c *Conn) nextFrame() (int, error) {
 	r := &c.rd
 	for {
 		conn := c.ws.NetConn()
-		if err := r.fill(conn, 2); err != nil {
+		if err := r.Fill(conn, 2); err != nil {
 			return 0, err
 		}
 		b0, b1 := r.buf[r.pos], r.buf[r.pos+1]
-		if b1&wsMaskBit == 0 {
+		if b1&MaskBit == 0 {
 			return 0, frameErrf("client frame not masked")
 		}
-		hlen := wsHeaderLen(b1)
-		if err := r.fill(conn, hlen); err != nil {
+		hlen := HeaderLen(b1)
+		if err := r.Fill(conn, hlen); err != nil {
 			return 0, err
 		}
-		h := r.take(hlen)
-		u := wsPayloadLen(h)
+		h := r.Take(hlen)
+		u := PayloadLen(h)
 		if u > 1<<62 {
 			return 0, frameErrf("frame length %d", u)
 		}
 		n := int64(u)
-		copy(r.mask[:], h[hlen-wsMaskLen:])
+		copy(r.mask[:], h[hlen-MaskLen:])
 		r.maskPos = 0
 		r.left = n
-		fin, op := b0&wsFin != 0, int(b0&wsOpcodeMask)
-		if b0&wsRSV != 0 {
+		fin, op := b0&Fin != 0, int(b0&OpcodeMask)
+		if b0&RSV != 0 {
 			return 0, frameErrf("reserved bits set without an extension")
 		}
 		switch op {
-		case opPing, opPong, opClose:
-			if !fin || n > wsMaxControl {
+		case OpPing, OpPong, OpClose:
+			if !fin || n > MaxControl {
 				return 0, frameErrf("control frame fragmented or longer than 125 bytes")
 			}
 			if err := c.control(op, int(n)); err != nil {
 				return 0, err
 			}
 			continue
-		case opContinuation:
+		case OpContinuation:
 			if !r.inMessage {
-				return opContinuation, nil
+				return OpContinuation, nil
 			}
-		case opText, opBinary:
+		case OpText, OpBinary:
 			if r.inMessage {
 				return 0, frameErrf("new message inside a fragmented one")
 			}
@@ -181,7 +181,7 @@ func (c *wsConn) nextFrame() (int, error) {
 }
 
 // control handles one control frame of n payload bytes.
-func (c *wsConn) control(op, n int) error {
+func (c *Conn) control(op, n int) error {
 	r := &c.rd
 	payload := r.ctl[:n]
 	for got := 0; got < n; {
@@ -197,12 +197,12 @@ func (c *wsConn) control(op, n int) error {
 	// Any frame from the peer proves it is alive.
 	c.extendReadDeadline()
 	switch op {
-	case opPing:
+	case OpPing:
 		err := c.ws.WriteControl(websocket.PongMessage, payload, time.Now().Add(c.cfg.WriteTimeout))
-		if err != nil && !errors.Is(err, websocket.ErrCloseSent) && !isTimeout(err) {
+		if err != nil && !errors.Is(err, websocket.ErrCloseSent) && !IsTimeout(err) {
 			return err
 		}
-	case opClose:
+	case OpClose:
 		code, text := websocket.CloseNoStatusReceived, ""
 		switch {
 		case n == 1:
@@ -234,14 +234,14 @@ func validCloseCode(code int) bool {
 }
 
 // readRaw reads the current frame's payload (at most what is left of it),
-// unmasked. Bulk stdin takes one read per message: the stage's run-on read
+// unmasked. Bulk stdin takes one read per message: the Stage's run-on read
 // brings the next frame's header along (io.Reader lets a reader use all of
 // p).
-func (c *wsConn) readRaw(p []byte) (int, error) {
+func (c *Conn) readRaw(p []byte) (int, error) {
 	r := &c.rd
-	n, err := r.read(c.ws.NetConn(), p, int(min(int64(len(p)), r.left)))
+	n, err := r.Read(c.ws.NetConn(), p, int(min(int64(len(p)), r.left)))
 	if n > 0 {
-		r.maskPos = unmask(r.mask, r.maskPos, p[:n])
+		r.maskPos = Unmask(r.mask, r.maskPos, p[:n])
 		r.left -= int64(n)
 	}
 	if err == io.EOF {
@@ -252,7 +252,7 @@ func (c *wsConn) readRaw(p []byte) (int, error) {
 
 // readPayload reads the current message across its frames; io.EOF at its
 // end.
-func (c *wsConn) readPayload(p []byte) (int, error) {
+func (c *Conn) readPayload(p []byte) (int, error) {
 	r := &c.rd
 	if r.err != nil {
 		return 0, r.err
@@ -269,7 +269,7 @@ func (c *wsConn) readPayload(p []byte) (int, error) {
 		if err != nil {
 			return 0, c.fail(cutShort(err))
 		}
-		if op != opContinuation {
+		if op != OpContinuation {
 			return 0, c.fail(frameErrf("data frame of type %d inside a fragmented message", op))
 		}
 	}

@@ -1,4 +1,4 @@
-package translator
+package wire
 
 import (
 	"errors"
@@ -12,19 +12,39 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// errSessionClosed is returned by writes after the session sent its close frame.
-var errSessionClosed = errors.New("websocket session already closed")
+// Limits are what a Conn enforces; the translator's and the runtime
+// server's configurations each hold one.
+type Limits struct {
+	// IdleTimeout ends a session after this long without data in either
+	// direction (0: never).
+	IdleTimeout time.Duration
+	// PingPeriod is how often the peer is pinged; PongTimeout how long
+	// after a ping period without any frame from it the peer is taken as
+	// dead.
+	PingPeriod  time.Duration
+	PongTimeout time.Duration
+	// WriteTimeout bounds one write to the peer.
+	WriteTimeout time.Duration
+	// CloseGrace bounds the wait for the peer's close reply.
+	CloseGrace time.Duration
+	// MaxMessageSize is the largest message accepted; a larger one ends
+	// the session with close code 1009.
+	MaxMessageSize int
+}
 
-// wsConn serialises writes to one gorilla connection (gorilla allows a single
+// ErrSessionClosed is returned by writes after the session sent its close frame.
+var ErrSessionClosed = errors.New("websocket session already closed")
+
+// Conn serialises writes to one gorilla connection (gorilla allows a single
 // concurrent writer) and owns the end of the session: a status, a close frame,
 // a bounded wait for the peer's close, then the TCP close. Ending with a bare
 // TCP close while the peer still has unread data makes its kernel answer the
 // peer's next ping with a reset and lose that data (upstream's translator
 // v0.37 does this after its status: a slow reader loses output), so every
-// end goes through closeWith.
-type wsConn struct {
+// end goes through CloseWith.
+type Conn struct {
 	ws  *websocket.Conn
-	cfg *Config
+	cfg *Limits
 
 	mu      sync.Mutex // guards writes and closing
 	closing bool       // a close frame was sent; no more data frames
@@ -44,22 +64,26 @@ type wsConn struct {
 	readDeadline  time.Time
 	writeDeadline time.Time // under mu
 
-	rd readState // the read side (wsread.go), the read loop's alone
+	rd readState // the read side (read.go), the read loop's alone
 }
 
 // slack is how far a deadline may lag behind where it would be if moved on
 // every frame: a second, or a quarter of the window when that is shorter.
 func slack(window time.Duration) time.Duration { return min(time.Second, window/4) }
 
-func newWSConn(ws *websocket.Conn, cfg *Config) *wsConn {
-	c := &wsConn{ws: ws, cfg: cfg}
+// NewConn takes over ws's reads and writes; from then on only the Conn
+// touches ws.
+// NewConn takes over ws's reads and writes; from then on only the Conn
+// touches ws.
+func NewConn(ws *websocket.Conn, cfg *Limits) *Conn {
+	c := &Conn{ws: ws, cfg: cfg}
 	c.extendReadDeadline()
 	return c
 }
 
 // extendReadDeadline keeps a live peer's connection open. Once the session is
-// closing the grace deadline set by closeWith must win.
-func (c *wsConn) extendReadDeadline() {
+// closing the grace deadline set by CloseWith must win.
+func (c *Conn) extendReadDeadline() {
 	if c.finished.Load() {
 		return
 	}
@@ -73,11 +97,11 @@ func (c *wsConn) extendReadDeadline() {
 	}
 }
 
-// startKeepalive pings the client every tick (calling onTick, which keeps
+// StartKeepalive pings the client every tick (calling onTick, which keeps
 // the other leg alive too) and ends the session with onIdle when no data
 // frame crossed it for IdleTimeout. time.AfterFunc keeps an idle session
 // free of a parked goroutine.
-func (c *wsConn) startKeepalive(onTick, onIdle func()) {
+func (c *Conn) StartKeepalive(onTick, onIdle func()) {
 	var last uint64
 	idleSince := time.Now()
 	var tick func()
@@ -111,21 +135,21 @@ func (c *wsConn) startKeepalive(onTick, onIdle func()) {
 // IdleTimeout shorter than that, so the idle check (which rides on the
 // tick) ends a session within a quarter of its timeout, not a ping period
 // later (an 8 s timeout would otherwise fire at 30 s).
-func (c *wsConn) tick() time.Duration {
+func (c *Conn) tick() time.Duration {
 	if q := c.cfg.IdleTimeout / 4; q > 0 && q < c.cfg.PingPeriod {
 		return max(q, 50*time.Millisecond)
 	}
 	return c.cfg.PingPeriod
 }
 
-// writeFrame sends one binary message. buf must hold the channel byte at
+// WriteFrame sends one binary message. buf must hold the channel byte at
 // index 0; it is sent as is, so callers reuse one buffer and nothing is
 // copied or allocated here.
-func (c *wsConn) writeFrame(buf []byte) error {
+func (c *Conn) WriteFrame(buf []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
-		return errSessionClosed
+		return ErrSessionClosed
 	}
 	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > slack(c.cfg.WriteTimeout) {
 		c.writeDeadline = want
@@ -137,10 +161,10 @@ func (c *wsConn) writeFrame(buf []byte) error {
 	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
 }
 
-// closeWith writes last (if any) as the final data frame, then a close frame,
+// CloseWith writes last (if any) as the final data frame, then a close frame,
 // and arms the grace deadline for the peer's close reply. It reports whether
 // this call was the one that closed the session.
-func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
+func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
@@ -157,7 +181,7 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 		_ = c.ws.SetWriteDeadline(deadline)
 		_ = c.ws.WriteMessage(websocket.BinaryMessage, last)
 	}
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, closeReason(reason)), deadline)
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, CloseReason(reason)), deadline)
 	// The read loop sees the peer's close reply, or this deadline. Taken
 	// under rdmu, after finished is set, so no extension can undo it.
 	c.rdmu.Lock()
@@ -167,18 +191,18 @@ func (c *wsConn) closeWith(last []byte, code int, reason string) bool {
 }
 
 // drain discards what the peer still sends until its close frame, its
-// disconnect or the grace deadline closeWith set, whichever is first, so
+// disconnect or the grace deadline CloseWith set, whichever is first, so
 // closing the socket cannot reset data the peer has yet to read (our status
 // and close frame among it). After the read limit trips, or the framing
 // broke, messages cannot be told apart any more, so the raw connection is
 // drained instead.
-func (c *wsConn) drain() {
+func (c *Conn) Drain() {
 	for {
-		_, _, err := c.nextReader()
+		_, _, err := c.NextReader()
 		if err == nil {
 			continue
 		}
-		if errors.Is(err, websocket.ErrReadLimit) || errors.Is(err, errProtocol) {
+		if errors.Is(err, websocket.ErrReadLimit) || errors.Is(err, ErrProtocol) {
 			_, _ = io.Copy(io.Discard, c.ws.NetConn())
 		}
 		return
@@ -187,7 +211,7 @@ func (c *wsConn) drain() {
 
 // shutdown closes the TCP connection after the read loop ended or the grace
 // period passed, whichever is first.
-func (c *wsConn) shutdown() {
+func (c *Conn) Shutdown() {
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()
@@ -200,12 +224,12 @@ func (c *wsConn) shutdown() {
 
 // closed reports whether the session sent its close frame: from then on
 // only the peer's close, or the grace, is awaited.
-func (c *wsConn) closed() bool { return c.finished.Load() }
+func (c *Conn) Closed() bool { return c.finished.Load() }
 
-// closeReason cuts a close frame's reason to what a control frame can carry
+// CloseReason cuts a close frame's reason to what a control frame can carry
 // (125 bytes, 2 of them the code) at a UTF-8 boundary, so the peer's
 // reader, which must check it is UTF-8, does not fail on our own cut.
-func closeReason(reason string) string {
+func CloseReason(reason string) string {
 	const max = 123
 	if len(reason) <= max {
 		return reason
@@ -217,14 +241,14 @@ func closeReason(reason string) string {
 	return reason[:cut]
 }
 
-func isTimeout(err error) bool {
+func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// peerClosed reports whether a read error is the peer's close frame (a
+// PeerClosed reports whether a read error is the peer's close frame (a
 // normal end), as opposed to a broken connection.
-func peerClosed(err error) bool {
+func PeerClosed(err error) bool {
 	var ce *websocket.CloseError
 	return errors.As(err, &ce)
 }

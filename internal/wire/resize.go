@@ -1,4 +1,4 @@
-package translator
+package wire
 
 import (
 	"bytes"
@@ -19,17 +19,17 @@ type TerminalSize struct {
 // messages; a real one is ~30 bytes.
 const maxResizePending = 4096
 
-// resizeStream reads channel 4 as upstream does: one continuous stream of
+// ResizeStream reads channel 4 as upstream does: one continuous stream of
 // JSON objects, so an object may be split across messages. Only the read
 // loop touches it.
-type resizeStream struct {
+type ResizeStream struct {
 	pending []byte // the start of an object whose end has not come yet
 }
 
 // feed takes one channel-4 message and returns the sizes it completed.
 // Everything in the message is decoded before anything is returned, so a
 // bad message applies nothing.
-func (r *resizeStream) feed(msg []byte) ([]TerminalSize, error) {
+func (r *ResizeStream) Feed(msg []byte) ([]TerminalSize, error) {
 	in := msg
 	if len(r.pending) > 0 {
 		in = append(r.pending, msg...)
@@ -48,14 +48,33 @@ func (r *resizeStream) feed(msg []byte) ([]TerminalSize, error) {
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 			break // the rest, if any, is an object still arriving
 		}
-		return nil, protoErrf("invalid resize message %q: %v", truncate(msg, 64), err)
+		return nil, ProtocolErrorf("invalid resize message %q: %v", Truncate(msg, 64), err)
 	}
 	rest := bytes.TrimLeft(in[done:], " \t\r\n")
 	if len(rest) > maxResizePending {
-		return nil, protoErrf("unfinished resize object longer than %d bytes", maxResizePending)
+		return nil, ProtocolErrorf("unfinished resize object longer than %d bytes", maxResizePending)
 	}
 	r.pending = append(r.pending[:0], rest...)
 	return sizes, nil
 }
 
 func (s TerminalSize) String() string { return fmt.Sprintf("%dx%d", s.Width, s.Height) }
+
+// ProtocolError is a client's breach of the v5 protocol (above the
+// framing): the session ends with a status saying what it was.
+type ProtocolError struct{ msg string }
+
+func (e *ProtocolError) Error() string { return "v5 protocol error: " + e.msg }
+
+// ProtocolErrorf makes a ProtocolError.
+func ProtocolErrorf(format string, a ...any) error {
+	return &ProtocolError{msg: fmt.Sprintf(format, a...)}
+}
+
+// Truncate cuts b to n bytes for an error message.
+func Truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

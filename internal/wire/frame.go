@@ -1,61 +1,61 @@
-package translator
+package wire
 
 import "encoding/binary"
 
 // The RFC 6455 §5.2 frame header, named once for the client reader
-// (wsread.go), the splice's frame follower and the frames the node writes
+// (read.go), the translator's splice's frame follower and the frames the node writes
 // itself (splice.go).
 const (
-	wsFin        = 0x80 // byte 0: the message's last frame
-	wsRSV        = 0x70 // byte 0: extension bits, none negotiated
-	wsOpcodeMask = 0x0f // byte 0
-	wsMaskBit    = 0x80 // byte 1: the payload is masked (clients must)
-	wsLenMask    = 0x7f // byte 1: a length, or one of the two below
-	wsLen16      = 126  // the length follows in 2 bytes
-	wsLen64      = 127  // the length follows in 8 bytes
-	wsMaskLen    = 4
-	wsMaxHeader  = 2 + 8 + wsMaskLen
-	wsMaxControl = 125 // a control frame's payload
+	Fin        = 0x80 // byte 0: the message's last frame
+	RSV        = 0x70 // byte 0: extension bits, none negotiated
+	OpcodeMask = 0x0f // byte 0
+	MaskBit    = 0x80 // byte 1: the payload is masked (clients must)
+	LenMask    = 0x7f // byte 1: a length, or one of the two below
+	Len16      = 126  // the length follows in 2 bytes
+	Len64      = 127  // the length follows in 8 bytes
+	MaskLen    = 4
+	MaxHeader  = 2 + 8 + MaskLen
+	MaxControl = 125 // a control frame's payload
 )
 
-// wsHeaderLen is the length of a frame header whose second byte is b1.
-func wsHeaderLen(b1 byte) int {
+// HeaderLen is the length of a frame header whose second byte is b1.
+func HeaderLen(b1 byte) int {
 	n := 2
-	switch b1 & wsLenMask {
-	case wsLen16:
+	switch b1 & LenMask {
+	case Len16:
 		n += 2
-	case wsLen64:
+	case Len64:
 		n += 8
 	}
-	if b1&wsMaskBit != 0 {
-		n += wsMaskLen
+	if b1&MaskBit != 0 {
+		n += MaskLen
 	}
 	return n
 }
 
-// wsPayloadLen is the payload length a complete header announces, as the
+// PayloadLen is the payload length a complete header announces, as the
 // wire has it (a 64-bit length may have its top bit set; callers refuse
 // that).
-func wsPayloadLen(h []byte) uint64 {
-	switch h[1] & wsLenMask {
-	case wsLen16:
+func PayloadLen(h []byte) uint64 {
+	switch h[1] & LenMask {
+	case Len16:
 		return uint64(binary.BigEndian.Uint16(h[2:]))
-	case wsLen64:
+	case Len64:
 		return binary.BigEndian.Uint64(h[2:])
 	}
-	return uint64(h[1] & wsLenMask)
+	return uint64(h[1] & LenMask)
 }
 
-// serverFrame appends one unmasked, final frame to dst.
-func serverFrame(dst []byte, op int, payload []byte) []byte {
-	dst = append(dst, wsFin|byte(op))
+// ServerFrame appends one unmasked, final frame to dst.
+func ServerFrame(dst []byte, op int, payload []byte) []byte {
+	dst = append(dst, Fin|byte(op))
 	switch n := len(payload); {
-	case n <= wsMaxControl:
+	case n <= MaxControl:
 		dst = append(dst, byte(n))
 	case n < 1<<16:
-		dst = append(dst, wsLen16, byte(n>>8), byte(n))
+		dst = append(dst, Len16, byte(n>>8), byte(n))
 	default:
-		dst = append(dst, wsLen64)
+		dst = append(dst, Len64)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
 	}
 	return append(dst, payload...)
@@ -64,7 +64,7 @@ func serverFrame(dst []byte, op int, payload []byte) []byte {
 // unmask XORs b with the 4-byte key starting at key position pos and returns
 // the position after it. Unrolled to 32 bytes a step: three times the speed
 // of an 8-byte loop, and faster than gorilla's word loop, with no unsafe.
-func unmask(key [4]byte, pos int, b []byte) int {
+func Unmask(key [4]byte, pos int, b []byte) int {
 	if len(b) >= 64 {
 		var k [8]byte
 		for i := range k {

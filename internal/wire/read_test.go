@@ -1,20 +1,23 @@
-package translator
+package wire
 
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
 
+	"time"
+
 	"github.com/gorilla/websocket"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // scriptConn replays a client's bytes and records what the server writes.
 type scriptConn struct {
-	loopConn
+	wiretest.LoopConn
 	in      *bytes.Reader
 	out     bytes.Buffer
 	maxRead int // 0: as much as asked
@@ -28,55 +31,14 @@ func (c *scriptConn) Read(p []byte) (int, error) {
 }
 func (c *scriptConn) Write(p []byte) (int, error) { return c.out.Write(p) }
 
-// maskedFrame encodes one masked client frame with a non-zero mask key.
-func maskedFrame(fin bool, op byte, payload []byte) []byte {
-	b0 := op
-	if fin {
-		b0 |= 0x80
-	}
-	var h []byte
-	switch n := len(payload); {
-	case n < 126:
-		h = []byte{b0, 0x80 | byte(n)}
-	case n < 1<<16:
-		h = []byte{b0, 0x80 | 126, byte(n >> 8), byte(n)}
-	default:
-		h = []byte{b0, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint64(h[2:], uint64(n))
-	}
-	key := []byte{0x12, 0x34, 0x56, 0x78}
-	out := append(h, key...)
-	for i, c := range payload {
-		out = append(out, c^key[i&3])
-	}
-	return out
-}
-
-// serverFrames parses the server's (unmasked) frames: opcode and payload.
-func serverFrames(t *testing.T, b []byte) (ops []int, payloads [][]byte) {
-	t.Helper()
-	for len(b) > 0 {
-		op, n, h := int(b[0]&0x0f), int(b[1]&0x7f), 2
-		switch n {
-		case 126:
-			n, h = int(binary.BigEndian.Uint16(b[2:])), 4
-		case 127:
-			n, h = int(binary.BigEndian.Uint64(b[2:])), 10
-		}
-		ops, payloads = append(ops, op), append(payloads, b[h:h+n])
-		b = b[h+n:]
-	}
-	return ops, payloads
-}
-
-func newTestWSConn(t *testing.T, in []byte, maxMsg, maxRead int) (*wsConn, *scriptConn) {
+func newTestWSConn(t *testing.T, in []byte, maxMsg, maxRead int) (*Conn, *scriptConn) {
 	t.Helper()
 	conn := &scriptConn{in: bytes.NewReader(in), maxRead: maxRead}
-	cfg := DefaultConfig()
-	cfg.MaxMessageSize = maxMsg
-	ws := serverWS(t, conn)
+	cfg := Limits{PingPeriod: 30 * time.Second, PongTimeout: time.Minute, WriteTimeout: 10 * time.Second,
+		CloseGrace: 5 * time.Second, MaxMessageSize: maxMsg}
+	ws := wiretest.ServerWS(t, conn, 0)
 	conn.out.Reset() // the 101
-	return newWSConn(ws, &cfg), conn
+	return NewConn(ws, &cfg), conn
 }
 
 // TestReader: the hand-written client reader against RFC 6455's cases.
@@ -93,13 +55,13 @@ func TestReader(t *testing.T) {
 		wantSent []int // opcodes the server wrote in reply
 	}{
 		{name: "fragmented with a ping inside",
-			in:   cat(maskedFrame(false, 2, []byte("ab")), maskedFrame(true, 9, []byte("p")), maskedFrame(true, 0, []byte("cd"))),
+			in:   cat(wiretest.MaskedFrame(false, 2, []byte("ab")), wiretest.MaskedFrame(true, 9, []byte("p")), wiretest.MaskedFrame(true, 0, []byte("cd"))),
 			want: [][]byte{[]byte("abcd")}, wantErr: isEOFish, wantSent: []int{websocket.PongMessage}},
 		{name: "64-bit length and many reads",
-			in: cat(maskedFrame(true, 2, big), maskedFrame(true, 2, nil), maskedFrame(true, 2, []byte{7})), maxMsg: 1 << 20,
+			in: cat(wiretest.MaskedFrame(true, 2, big), wiretest.MaskedFrame(true, 2, nil), wiretest.MaskedFrame(true, 2, []byte{7})), maxMsg: 1 << 20,
 			want: [][]byte{big, {}, {7}}, wantErr: isEOFish},
 		{name: "close from the client",
-			in:   cat(maskedFrame(true, 2, []byte("x")), maskedFrame(true, 8, append([]byte{0x03, 0xe8}, "bye"...))),
+			in:   cat(wiretest.MaskedFrame(true, 2, []byte("x")), wiretest.MaskedFrame(true, 8, append([]byte{0x03, 0xe8}, "bye"...))),
 			want: [][]byte{[]byte("x")},
 			wantErr: func(err error) bool {
 				var ce *websocket.CloseError
@@ -108,18 +70,18 @@ func TestReader(t *testing.T) {
 			wantSent: []int{websocket.CloseMessage}},
 		{name: "unmasked frame", in: []byte{0x82, 0x01, 'a'},
 			wantErr: isProtocol, wantSent: []int{websocket.CloseMessage}},
-		{name: "continuation without a message", in: maskedFrame(true, 0, []byte("a")),
+		{name: "continuation without a message", in: wiretest.MaskedFrame(true, 0, []byte("a")),
 			wantErr: isProtocol, wantSent: []int{websocket.CloseMessage}},
-		{name: "new message inside a fragmented one", in: cat(maskedFrame(false, 2, []byte("a")), maskedFrame(true, 2, []byte("b"))),
+		{name: "new message inside a fragmented one", in: cat(wiretest.MaskedFrame(false, 2, []byte("a")), wiretest.MaskedFrame(true, 2, []byte("b"))),
 			wantErr: isProtocol, wantSent: []int{websocket.CloseMessage}},
-		{name: "reserved bits", in: append([]byte{0xc2}, maskedFrame(true, 2, []byte("a"))[1:]...),
+		{name: "reserved bits", in: append([]byte{0xc2}, wiretest.MaskedFrame(true, 2, []byte("a"))[1:]...),
 			wantErr: isProtocol, wantSent: []int{websocket.CloseMessage}},
-		{name: "fragmented control frame", in: maskedFrame(false, 9, []byte("a")),
+		{name: "fragmented control frame", in: wiretest.MaskedFrame(false, 9, []byte("a")),
 			wantErr: isProtocol, wantSent: []int{websocket.CloseMessage}},
 		{name: "message over the limit across fragments", maxMsg: 10,
-			in:      cat(maskedFrame(false, 2, make([]byte, 6)), maskedFrame(true, 0, make([]byte, 6))),
+			in:      cat(wiretest.MaskedFrame(false, 2, make([]byte, 6)), wiretest.MaskedFrame(true, 0, make([]byte, 6))),
 			wantErr: func(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }, wantSent: []int{websocket.CloseMessage}},
-		{name: "truncated connection", in: maskedFrame(true, 2, big)[:5000], maxMsg: 1 << 20,
+		{name: "truncated connection", in: wiretest.MaskedFrame(true, 2, big)[:5000], maxMsg: 1 << 20,
 			wantErr: func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
 	} {
 		// Small connection reads make frames straddle the staging buffer's
@@ -134,7 +96,7 @@ func TestReader(t *testing.T) {
 				var err error
 				for {
 					var r io.Reader
-					if _, r, err = c.nextReader(); err != nil {
+					if _, r, err = c.NextReader(); err != nil {
 						break
 					}
 					// Odd-sized reads put unmasking at every key offset.
@@ -167,7 +129,7 @@ func TestReader(t *testing.T) {
 						t.Fatalf("message %d differs (%d bytes, want %d)", i, len(got[i]), len(tc.want[i]))
 					}
 				}
-				ops, _ := serverFrames(t, conn.out.Bytes())
+				ops, _ := wiretest.ServerFrames(t, conn.out.Bytes())
 				if len(ops) != len(tc.wantSent) {
 					t.Fatalf("server wrote opcodes %v, want %v", ops, tc.wantSent)
 				}
@@ -182,7 +144,7 @@ func TestReader(t *testing.T) {
 }
 
 func isEOFish(err error) bool   { return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) }
-func isProtocol(err error) bool { return errors.Is(err, errProtocol) }
+func isProtocol(err error) bool { return errors.Is(err, ErrProtocol) }
 
 // TestUnmask: the unrolled loop agrees with the byte loop at every length
 // and key offset.
@@ -198,7 +160,7 @@ func TestUnmask(t *testing.T) {
 				want[i] ^= key[p&3]
 				p++
 			}
-			if end := unmask(key, pos, got); end != p&3 || !bytes.Equal(got, want) {
+			if end := Unmask(key, pos, got); end != p&3 || !bytes.Equal(got, want) {
 				t.Fatalf("length %d offset %d: differs", n, pos)
 			}
 		}

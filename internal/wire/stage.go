@@ -1,26 +1,26 @@
-package translator
+package wire
 
 import "io"
 
-// readBufSize is the staging buffer of each leg's reader: the size of the
+// ReadBufSize is the staging buffer of each leg's reader: the size of the
 // bufio.Reader gorilla (and spdystream) would use, so an idle session costs
 // what it did. Reads larger than it go straight into the caller's buffer.
-const readBufSize = 4096
+const ReadBufSize = 4096
 
-// stage is the read side both hand-written readers share (the client's
-// WebSocket frames in wsread.go, the runtime's SPDY frames in spdyconn.go):
+// Stage is the read side both hand-written readers share (the client's
+// WebSocket frames in read.go, the translator's reader of the runtime's SPDY frames in spdyconn.go):
 // frame headers and small payloads are read through it; a large payload is
 // read straight into the caller's buffer and the read runs on into the room
 // behind it, the overflow (the next frame's header, most often) staged, so
 // that header costs no read syscall of its own. Only the owning reader
 // goroutine touches it.
-type stage struct {
-	buf      [readBufSize]byte
+type Stage struct {
+	buf      [ReadBufSize]byte
 	pos, end int
 }
 
-// fill stages at least n (≤ readBufSize) bytes from r.
-func (s *stage) fill(r io.Reader, n int) error {
+// fill stages at least n (≤ ReadBufSize) bytes from r.
+func (s *Stage) Fill(r io.Reader, n int) error {
 	if s.end-s.pos >= n {
 		return nil
 	}
@@ -35,7 +35,7 @@ func (s *stage) fill(r io.Reader, n int) error {
 			if s.end >= n {
 				return nil
 			}
-			return eofErr(s.end, err)
+			return EOFErr(s.end, err)
 		}
 	}
 	return nil
@@ -43,17 +43,17 @@ func (s *stage) fill(r io.Reader, n int) error {
 
 // staged returns the next n staged bytes (n ≤ what fill made sure of) and
 // consumes them.
-func (s *stage) take(n int) []byte {
+func (s *Stage) Take(n int) []byte {
 	b := s.buf[s.pos : s.pos+n]
 	s.pos += n
 	return b
 }
 
 // read reads at most want (≤ len(p)) bytes into p: staged bytes first;
-// with none staged, a read of readBufSize or more goes straight into p and
-// may run on into p[want:] (up to readBufSize further), what ran on being
-// staged for the next call; a smaller one is read through the stage.
-func (s *stage) read(r io.Reader, p []byte, want int) (int, error) {
+// with none staged, a read of ReadBufSize or more goes straight into p and
+// may run on into p[want:] (up to ReadBufSize further), what ran on being
+// staged for the next call; a smaller one is read through the Stage.
+func (s *Stage) Read(r io.Reader, p []byte, want int) (int, error) {
 	if want == 0 {
 		return 0, nil
 	}
@@ -62,8 +62,8 @@ func (s *stage) read(r io.Reader, p []byte, want int) (int, error) {
 		s.pos += n
 		return n, nil
 	}
-	if want >= readBufSize {
-		n, err := r.Read(p[:min(len(p), want+readBufSize)])
+	if want >= ReadBufSize {
+		n, err := r.Read(p[:min(len(p), want+ReadBufSize)])
 		s.pos, s.end = 0, 0
 		if n > want {
 			s.end = copy(s.buf[:], p[want:n])
@@ -78,7 +78,7 @@ func (s *stage) read(r io.Reader, p []byte, want int) (int, error) {
 }
 
 // skip consumes n bytes of r.
-func (s *stage) skip(r io.Reader, n int) error {
+func (s *Stage) Skip(r io.Reader, n int) error {
 	for n > 0 {
 		k := min(n, s.end-s.pos)
 		s.pos += k
@@ -95,9 +95,9 @@ func (s *stage) skip(r io.Reader, n int) error {
 	return nil
 }
 
-// eofErr is io.ReadFull's rule: io.EOF when nothing was read,
+// EOFErr is io.ReadFull's rule: io.EOF when nothing was read,
 // io.ErrUnexpectedEOF when the stream ended part-way.
-func eofErr(read int, err error) error {
+func EOFErr(read int, err error) error {
 	if err == io.EOF && read > 0 {
 		return io.ErrUnexpectedEOF
 	}

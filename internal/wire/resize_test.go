@@ -1,4 +1,4 @@
-package translator
+package wire
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 // unfinished object past the bound, is a protocol error that applies
 // nothing of its message.
 func TestResizeStream(t *testing.T) {
-	var r resizeStream
-	step := func(msg string) ([]TerminalSize, error) { return r.feed([]byte(msg)) }
+	var r ResizeStream
+	step := func(msg string) ([]TerminalSize, error) { return r.Feed([]byte(msg)) }
 	if got, err := step(`{"Width":1`); err != nil || len(got) != 0 {
 		t.Fatalf("first half: %v %v", got, err)
 	}
@@ -28,8 +28,8 @@ func TestResizeStream(t *testing.T) {
 	if got, err := step(`{"Width":7,"Height":7}not json`); !errors.As(err, &pe) || got != nil {
 		t.Fatalf("garbage after a good object: %v %v; want a protocol error and nothing applied", got, err)
 	}
-	var big resizeStream
-	if _, err := big.feed([]byte(`{"Width":` + strings.Repeat(" ", maxResizePending))); !errors.As(err, &pe) {
+	var big ResizeStream
+	if _, err := big.Feed([]byte(`{"Width":` + strings.Repeat(" ", maxResizePending))); !errors.As(err, &pe) {
 		t.Fatalf("unbounded unfinished object: %v", err)
 	}
 }
@@ -39,11 +39,11 @@ func FuzzResizeStream(f *testing.F) {
 	f.Add([]byte(`{"Width":80,"Height":24}{"Width":1,"Height":2}`), []byte(` `))
 	f.Add([]byte(`{"Width":"wide"}`), []byte(`}`))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		var r resizeStream
-		if _, err := r.feed(a); err != nil {
+		var r ResizeStream
+		if _, err := r.Feed(a); err != nil {
 			return
 		}
-		_, _ = r.feed(b)
+		_, _ = r.Feed(b)
 		if len(r.pending) > maxResizePending {
 			t.Fatalf("pending %d bytes", len(r.pending))
 		}

@@ -1,0 +1,19 @@
+// Package wire is the WebSocket side of the Kubernetes streaming protocols,
+// shared by both ends kubestream has: the translator at the node and the
+// runtime-side server (cri/streaming). It holds the RFC 6455 frame layout,
+// the hand-written reader of a client's frames, a server connection (Conn)
+// that owns a session's writes, keepalive, idle timeout and end (status,
+// close frame, bounded wait for the peer's close), the v5 resize stream and
+// the v5 status message.
+//
+// It depends on gorilla/websocket (the handshake and writes), apimachinery
+// (the Status type and the channel numbers) and k8s.io/utils/exec (exit
+// codes), nothing else, so a runtime vendoring cri/streaming takes in no
+// SPDY and no HTTP routing through it.
+//
+// # Concurrency
+//
+// A Conn has one reader (NextReader and the readers it returns, and Drain)
+// and any number of writers (WriteFrame, CloseWith), which it serialises.
+// The keepalive runs on a timer, never a parked goroutine.
+package wire
