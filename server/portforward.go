@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/kubestream/kubestream/internal/wire"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -55,7 +57,7 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request, ss *session, u *
 		ss.fail(w, r, http.StatusBadGateway, fmt.Errorf("container runtime negotiated %q for port-forward", proto))
 		return
 	}
-	ws, err := s.upgrader(PortForward).Upgrade(bufferedHijack{w}, r, nil)
+	ws, err := s.upgrader(PortForward).Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
 	if err != nil {
 		rt.Close()
 		ss.failed("400")

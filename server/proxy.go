@@ -74,26 +74,6 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 	logger.V(3).Info("SPDY session ended", "pingsAnswered", res.PingsAnswered, "duration", time.Since(ss.start))
 }
 
-// bufferedHijack hands gorilla's Upgrader the connection with what the HTTP
-// server had already buffered (a client may write its first frames in the
-// same write as its handshake) put back in front of it, and the server's
-// reader emptied onto that: kubestream's own frame reader reads the
-// connection gorilla returns (NetConn), so nothing may stay behind in a
-// buffer it never sees. gorilla still reuses the server's reader, so a
-// session costs no new buffer.
-type bufferedHijack struct{ http.ResponseWriter }
-
-func (b bufferedHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
-	if err != nil || brw.Reader.Buffered() == 0 {
-		return conn, brw, err
-	}
-	early, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	c := upgrade.PrefixConn(conn, early)
-	brw.Reader.Reset(c)
-	return c, brw, nil
-}
-
 // takeOver hijacks the client's connection for a session the node carries
 // itself: the request's read deadline cleared (it is not the session's),
 // and whatever the HTTP server had buffered kept in front of the

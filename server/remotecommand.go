@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/kubestream/kubestream/internal/wire"
+
 	"context"
 	"errors"
 	"net"
@@ -61,7 +63,7 @@ func (s *Server) remoteCommand(sub string) func(*http.Request) (target, error) {
 
 func (s *Server) translate(w http.ResponseWriter, r *http.Request, ss *session, first *url.URL,
 	newURL func(context.Context) (*url.URL, error), opts translator.Options) {
-	ws, err := s.upgrader(ss.subresource).Upgrade(bufferedHijack{w}, r, nil)
+	ws, err := s.upgrader(ss.subresource).Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
 	if err != nil {
 		// gorilla answered the client already (400 with the reason).
 		ss.failed("400")

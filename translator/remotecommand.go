@@ -145,7 +145,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	var pe *ProtocolError
 	switch {
 	case errors.As(readErr, &pe):
-		s.abort(badRequest(pe.Error()))
+		s.abort(wire.BadRequest(pe.Error()))
 		s.wc.Drain()
 		res.Err = readErr
 	case errors.Is(readErr, wire.ErrProtocol):

@@ -2,7 +2,6 @@ package translator
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,15 +9,6 @@ import (
 
 	"github.com/kubestream/kubestream/internal/wire"
 )
-
-func badRequest(msg string) *metav1.Status {
-	return &metav1.Status{
-		Status:  metav1.StatusFailure,
-		Message: msg,
-		Reason:  metav1.StatusReasonBadRequest,
-		Code:    http.StatusBadRequest,
-	}
-}
 
 // ExitCode returns the exit code a Status carries, 0 for success and -1
 // when it carries none.

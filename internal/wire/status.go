@@ -34,6 +34,17 @@ func InternalError(msg string) *metav1.Status {
 	}
 }
 
+// BadRequest is the Status of a session the client broke (a v5 protocol
+// error).
+func BadRequest(msg string) *metav1.Status {
+	return &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Message: msg,
+		Reason:  metav1.StatusReasonBadRequest,
+		Code:    http.StatusBadRequest,
+	}
+}
+
 // ExitStatus is the Status a runtime reports for what its Exec or Attach
 // returned, as cri-streaming's remotecommand server words it: success, a
 // non-zero exit code (an exec.ExitError that exited), or an internal error.
