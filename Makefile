@@ -21,12 +21,13 @@ test: lint
 
 ## test-short: the unit tests alone, in seconds (no e2e, no race detector): the loop while editing.
 test-short:
-	$(GO) test -count=1 ./translator/ ./server/ ./cri/ ./config/ ./audit/ ./recording/ ./internal/...
+	$(GO) test -count=1 ./translator/ ./server/ ./cri/... ./config/ ./audit/ ./recording/ ./internal/...
 
 ## fuzz: every fuzz target (the parsers of untrusted bytes) for FUZZTIME each; crashers land in testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
-	translator:FuzzFrameFollowers translator:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames
+	translator:FuzzFrameFollowers translator:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
+	cri/streaming:FuzzV5Client
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== fuzz $${t#*:} ($(FUZZTIME))"; \

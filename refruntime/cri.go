@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	upstream "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 )
@@ -147,18 +146,7 @@ func (r *Runtime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runti
 	if err := r.runningContainer(req.ContainerId); err != nil {
 		return nil, err
 	}
-	resp, err := r.streaming.GetExec(req)
-	if err == nil {
-		r.issued(resp.Url, req.Stdin, req.Stdout, req.Stderr, req.Tty)
-	}
-	return resp, err
-}
-
-// issued tells the WebSocket front (if any) which streams a URL is for.
-func (r *Runtime) issued(url string, stdin, stdout, stderr, tty bool) {
-	if r.wsFront != nil {
-		r.wsFront.remember(url, upstream.Options{Stdin: stdin, Stdout: stdout, Stderr: stderr, Tty: tty})
-	}
+	return r.streaming.GetExec(req)
 }
 
 func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
@@ -169,11 +157,7 @@ func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*r
 	if req.Stdin && !c.spec.Stdin {
 		return nil, status.Errorf(codes.InvalidArgument, "container %s was not started with stdin open", c.name)
 	}
-	resp, err := r.streaming.GetAttach(req)
-	if err == nil {
-		r.issued(resp.Url, req.Stdin, req.Stdout, req.Stderr, req.Tty)
-	}
-	return resp, err
+	return r.streaming.GetAttach(req)
 }
 
 func (r *Runtime) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {

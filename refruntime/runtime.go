@@ -20,11 +20,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 	"k8s.io/klog/v2"
 	kubetypes "k8s.io/kubelet/pkg/types"
+
+	ksstreaming "github.com/kubestream/kubestream/cri/streaming"
 )
 
 // Options configure a reference runtime.
@@ -37,10 +40,14 @@ type Options struct {
 	// StreamIdleTimeout and StreamCreationTimeout override cri-streaming's
 	// defaults when set.
 	StreamIdleTimeout, StreamCreationTimeout time.Duration
-	// WebSockets makes the streaming server speak v5.channel.k8s.io and the
-	// port-forward tunnel itself (see webSocketFront), like a runtime that
-	// implements KEP-4006; off, it refuses them as cri-streaming does.
+	// WebSockets serves the streaming URLs with kubestream's runtime-side
+	// server (cri/streaming), which speaks v5.channel.k8s.io and the
+	// port-forward tunnel itself, as a runtime adopting it does; off, they
+	// are cri-streaming's, which refuses both.
 	WebSockets bool
+	// Metrics, if set, receives the runtime streaming server's request
+	// counts (WebSockets only).
+	Metrics prometheus.Registerer
 	// RelativeURLs makes the streaming URLs scheme-relative
 	// (//127.0.0.1:port/cri/exec/…), as cri-dockerd's are: its streaming
 	// server has BaseURL {Path: "/cri/"}, and cri-streaming fills in only
@@ -58,7 +65,6 @@ type Runtime struct {
 	ownDir    bool
 	grpc      *grpc.Server
 	streaming streaming.Server
-	wsFront   *webSocketFront // nil unless Options.WebSockets
 	httpSrv   *http.Server
 	wg        sync.WaitGroup
 
@@ -165,10 +171,9 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	cfg := streaming.DefaultConfig
 	cfg.Addr = l.Addr().String()
-	own := &url.URL{Scheme: "http", Host: l.Addr().String()}
-	cfg.BaseURL = own
+	cfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
 	if opts.RelativeURLs {
-		cfg.BaseURL = &url.URL{Host: own.Host, Path: "/cri/"}
+		cfg.BaseURL = &url.URL{Host: cfg.Addr, Path: "/cri/"}
 	}
 	if opts.StreamIdleTimeout > 0 {
 		cfg.StreamIdleTimeout = opts.StreamIdleTimeout
@@ -176,14 +181,26 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	if opts.StreamCreationTimeout > 0 {
 		cfg.StreamCreationTimeout = opts.StreamCreationTimeout
 	}
-	if r.streaming, err = streaming.NewServer(cfg, streamRuntime{r}); err != nil {
+	var handler http.Handler
+	if opts.WebSockets {
+		kcfg := ksstreaming.DefaultConfig
+		kcfg.Addr, kcfg.BaseURL = cfg.Addr, cfg.BaseURL
+		kcfg.StreamIdleTimeout, kcfg.StreamCreationTimeout = cfg.StreamIdleTimeout, cfg.StreamCreationTimeout
+		if opts.Metrics != nil {
+			if kcfg.Metrics, err = ksstreaming.NewMetrics(opts.Metrics); err != nil {
+				l.Close()
+				return nil, fmt.Errorf("registering runtime streaming metrics: %w", err)
+			}
+		}
+		r.streaming, err = ksstreaming.NewServer(kcfg, streamRuntime{r})
+		handler = r.streaming
+	} else {
+		r.streaming, err = streaming.NewServer(cfg, streamRuntime{r})
+		handler = quietRefusal{next: r.streaming, logger: r.logger}
+	}
+	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("creating runtime streaming server: %w", err)
-	}
-	var handler http.Handler = quietRefusal{next: r.streaming, logger: r.logger}
-	if opts.WebSockets {
-		r.wsFront = newWebSocketFront(r.streaming, own, r.logger)
-		handler = r.wsFront
 	}
 	r.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	r.wg.Add(1)

@@ -31,7 +31,10 @@ func (r streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	if len(cmd) == 0 {
 		return errors.New("empty command")
 	}
-	p := exec.Command(cmd[0], cmd[1:]...)
+	// The session's end (its client gone, the streaming server stopping)
+	// ends the process, as containerd's exec does.
+	p := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
+	p.Cancel = func() error { return syscall.Kill(-p.Process.Pid, syscall.SIGKILL) }
 	p.Env = c.cmd.Env
 	started := func() bool { return r.trackExec(p.Process) }
 	defer r.untrackExec(p)

@@ -1,0 +1,42 @@
+// Package streaming is a container runtime's streaming server that speaks
+// the WebSocket protocols itself: v5.channel.k8s.io for exec and attach, and
+// the SPDY/3.1+portforward.k8s.io tunnel for port-forward. Its API is
+// k8s.io/cri-streaming/pkg/streaming's (the same Runtime, Server, Config
+// fields and NewServer), so a runtime adopts it by swapping one import:
+//
+//	import "github.com/kubestream/kubestream/cri/streaming"
+//
+//	srv, err := streaming.NewServer(config, runtime)
+//
+// With it, a node whose kubelet serves WebSockets (kubestream) carries a
+// session from kubectl to the runtime with no SPDY on any leg.
+//
+// Every other protocol (SPDY remotecommand v1-v4, SPDY portforward.k8s.io,
+// the legacy WebSocket channel protocols) is served by cri-streaming's own
+// exported handlers behind the same single-use URLs (a minute, at most 1000
+// waiting, unknown or spent → 404), so a runtime that adopts the package
+// loses nothing and older kubelets keep working. Leave ProtocolV5 or
+// ProtocolTunnel out of the Config's lists to serve only cri-streaming's.
+//
+// # Goroutines
+//
+// A v5 session runs on the HTTP handler's goroutine, which reads the
+// client (stdin into the process's stdin pipe, resize into the resize
+// channel, the close signal as EOF), and one goroutine running the
+// runtime's Exec or Attach; output is written by whichever runtime goroutine
+// writes it, serialised by the connection. The status goes after the
+// runtime's call returned, then a close frame and a bounded wait for the
+// client's. A client gone first cancels the call's context.
+//
+// A tunnel runs spdystream's reader over the WebSocket, the handler's
+// goroutine pairing data and error streams, and one goroutine per forwarded
+// connection for the runtime's PortForward.
+//
+// # Dependencies
+//
+// gorilla/websocket and kubestream's internal/wire (the WebSocket framing
+// shared with kubestream's translator, not the translator itself),
+// k8s.io/cri-streaming and what it brings (k8s.io/streaming's SPDY server,
+// which the tunnel uses), k8s.io/cri-api, grpc status codes, and
+// prometheus/client_golang for the request counter.
+package streaming

@@ -1,0 +1,252 @@
+package streaming
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/gorilla/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+
+	"github.com/kubestream/kubestream/internal/wire"
+)
+
+// processIO is what a v5 session hands the runtime's Exec or Attach.
+type processIO struct {
+	stdin          io.Reader
+	stdout, stderr io.WriteCloser
+	resize         <-chan TerminalSize
+}
+
+// errProcessDone ends the client's stdin once the runtime's call returned:
+// what the client still sends has no reader.
+var errProcessDone = errors.New("process ended")
+
+// serveV5 runs one v5.channel.k8s.io session. Two goroutines:
+//
+//   - the handler's (this one) owns the client's read side: stdin into the
+//     process's stdin pipe, the close signal (EOF on that pipe), resize
+//     messages into the resize channel, and the client's pings and close;
+//   - the runtime's (go run) owns the runtime call; the runtime's own
+//     goroutines write stdout and stderr through wire.Conn, which
+//     serialises them. When the call returns, every byte it wrote is on the
+//     wire (writes are synchronous), so the status goes last, with the
+//     close frame, and the handler waits (bounded) for the client's close.
+//
+// Memory: stdin goes through an io.Pipe (no buffer: the client's reads
+// wait for the process's), output through pooled buffers of BufferSize.
+func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, opts *remotecommandserver.Options, run func(context.Context, processIO) error) {
+	logger := klogFor(r, kind)
+	ws, err := s.rcUpgrader.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	defer s.track(ws.NetConn())()
+	wc := wire.NewConn(ws, &s.config.Limits)
+	defer wc.Shutdown()
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+
+	var p processIO
+	var stdin *io.PipeWriter
+	var stdinR *io.PipeReader
+	if opts.Stdin {
+		stdinR, stdin = io.Pipe()
+		p.stdin = stdinR
+	}
+	if opts.Stdout {
+		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize}
+	}
+	if opts.Stderr && !opts.TTY {
+		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize}
+	}
+	var resize chan TerminalSize
+	if opts.TTY {
+		resize = make(chan TerminalSize, 1)
+		p.resize = resize
+	}
+
+	done := make(chan *metav1.Status, 1)
+	go func() {
+		err := run(ctx, p)
+		if stdinR != nil {
+			stdinR.CloseWithError(errProcessDone)
+		}
+		st := wire.ExitStatus(err)
+		wc.CloseWith(wire.StatusFrame(st), websocket.CloseNormalClosure, "")
+		done <- st
+	}()
+	wc.StartKeepalive(nil, func() {
+		logger.V(2).Info("Closing idle session", "idleTimeout", s.config.StreamIdleTimeout)
+		wc.CloseWith(wire.StatusFrame(wire.InternalError(fmt.Sprintf("session idle for %v, closed by the container runtime", s.config.StreamIdleTimeout))), websocket.CloseNormalClosure, "idle timeout")
+		cancel()
+	})
+	stopOnShutdown := context.AfterFunc(ctx, func() {
+		wc.CloseWith(wire.StatusFrame(wire.InternalError("container runtime streaming server shutting down")), websocket.CloseGoingAway, "")
+	})
+	defer stopOnShutdown()
+
+	rerr := readV5(wc, stdin, resize, opts)
+	if resize != nil {
+		close(resize) // only readV5 sends on it
+	}
+	if stdin != nil {
+		if rerr == nil || wire.PeerClosed(rerr) {
+			stdin.Close()
+		} else {
+			stdin.CloseWithError(rerr)
+		}
+	}
+	if !wc.Closed() {
+		// The client ended first: it closed, vanished or broke the
+		// protocol. The process goes with its session, as with
+		// cri-streaming.
+		var pe *wire.ProtocolError
+		switch {
+		case errors.As(rerr, &pe):
+			wc.CloseWith(wire.StatusFrame(wire.BadRequest(pe.Error())), websocket.CloseNormalClosure, "")
+			wc.Drain()
+		case errors.Is(rerr, wire.ErrProtocol), errors.Is(rerr, websocket.ErrReadLimit):
+			// The reader sent the close code; nothing else can be read.
+		default:
+			logger.V(3).Info("Client ended the session before the process did", "err", rerr)
+		}
+		// Nobody is left to read a status: the connection goes now, the
+		// process through the context, and the runtime's goroutine ends
+		// when its call returns.
+		wc.Shutdown()
+	}
+	cancel()
+	st := <-done
+	logger.V(3).Info("Session ended", "status", st.Status, "reason", st.Reason)
+}
+
+// readV5 reads the client's messages until its close, an error, or the
+// grace after the session's status. stdin and resize are nil when the
+// session has none.
+func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, opts *remotecommandserver.Options) error {
+	var sizes wire.ResizeStream
+	var ch [1]byte
+	var small [4096]byte // resize and close-signal messages
+	stdinOpen, resizeOpen := stdin != nil, resize != nil
+	for {
+		mt, r, err := wc.NextReader()
+		if err != nil {
+			return err
+		}
+		if mt != websocket.BinaryMessage {
+			return wire.ProtocolErrorf("text message; v5 carries binary messages only")
+		}
+		if _, err := io.ReadFull(r, ch[:]); err != nil {
+			if err == io.EOF {
+				continue // an empty message says nothing
+			}
+			return err
+		}
+		switch ch[0] {
+		case remotecommand.StreamStdIn:
+			if !stdinOpen {
+				return wire.ProtocolErrorf("data on stdin, which is not open")
+			}
+			if _, err = io.Copy(stdin, r); errors.Is(err, errProcessDone) {
+				// The process is gone; what is left has no reader.
+				_, err = io.Copy(io.Discard, r)
+			}
+			if err != nil {
+				return err
+			}
+		case remotecommand.StreamResize:
+			if resize == nil {
+				return wire.ProtocolErrorf("resize without a tty")
+			}
+			if !resizeOpen {
+				return wire.ProtocolErrorf("resize after the resize channel was closed")
+			}
+			n, err := io.ReadFull(r, small[:])
+			if err == nil {
+				return wire.ProtocolErrorf("resize message larger than %d bytes", len(small))
+			}
+			if err != io.EOF && err != io.ErrUnexpectedEOF {
+				return err
+			}
+			got, err := sizes.Feed(small[:n])
+			if err != nil {
+				return err
+			}
+			for _, sz := range got {
+				// Keep the latest size, never block the reader on a
+				// runtime that reads resizes slowly (or not at all).
+				select {
+				case resize <- TerminalSize{Width: sz.Width, Height: sz.Height}:
+				default:
+					select {
+					case <-resize:
+					default:
+					}
+					resize <- TerminalSize{Width: sz.Width, Height: sz.Height}
+				}
+			}
+		case remotecommand.StreamClose:
+			n, err := io.ReadFull(r, small[:2])
+			if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+				return err // cut off before its end: not a close signal
+			}
+			if n != 1 {
+				return wire.ProtocolErrorf("close signal must be exactly [255, channel]")
+			}
+			switch small[0] {
+			case remotecommand.StreamStdIn:
+				if stdinOpen { // closing twice, or a stdin-less session: harmless
+					stdinOpen = false
+					stdin.Close() // the process reads EOF
+				}
+			case remotecommand.StreamResize:
+				resizeOpen = false
+			default:
+				return wire.ProtocolErrorf("close signal for channel %d, which a client cannot close", small[0])
+			}
+		default:
+			return wire.ProtocolErrorf("unknown client channel %d", ch[0])
+		}
+	}
+}
+
+// outWriter is the process's stdout or stderr: each Write becomes v5
+// messages of at most size bytes, through a pooled buffer so a quiet
+// session holds none.
+type outWriter struct {
+	wc   *wire.Conn
+	ch   byte
+	size int
+}
+
+var outBufs sync.Pool
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	bp, _ := outBufs.Get().(*[]byte)
+	if bp == nil || len(*bp) != 1+o.size {
+		b := make([]byte, 1+o.size)
+		bp = &b
+	}
+	defer outBufs.Put(bp)
+	buf := *bp
+	buf[0] = o.ch
+	written := 0
+	for len(p) > 0 {
+		k := copy(buf[1:], p)
+		if err := o.wc.WriteFrame(buf[:1+k]); err != nil {
+			return written, err
+		}
+		p, written = p[k:], written+k
+	}
+	return written, nil
+}
+
+// Close is a no-op: v5 ends output with the status, after the runtime's
+// call returned.
+func (o *outWriter) Close() error { return nil }

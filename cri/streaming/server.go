@@ -1,0 +1,412 @@
+package streaming
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	upstream "k8s.io/cri-streaming/pkg/streaming"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/internal/wire"
+)
+
+// The protocols this package serves itself; every other one goes to
+// cri-streaming's handlers.
+const (
+	ProtocolV5     = remotecommand.StreamProtocolV5Name               // v5.channel.k8s.io
+	ProtocolTunnel = portforward.WebsocketsSPDYTunnelingPortForwardV1 // SPDY/3.1+portforward.k8s.io
+)
+
+// Runtime is cri-streaming's: what a container runtime implements is
+// unchanged.
+type Runtime = upstream.Runtime
+
+// TerminalSize is cri-streaming's resize event.
+type TerminalSize = remotecommandserver.TerminalSize
+
+// Server is cri-streaming's Server: an http.Handler for the streaming URLs,
+// the three CRI calls that issue them, and Start/Stop.
+type Server = upstream.Server
+
+// Config is cri-streaming's Config with the v5 protocol and the
+// port-forward tunnel among the supported ones, and the limits of the
+// sessions served natively.
+type Config struct {
+	// Addr is the address to serve on (Start).
+	Addr string
+	// BaseURL is the base of the URLs returned; default http(s)://Addr.
+	BaseURL *url.URL
+	// StreamIdleTimeout ends a session without data for this long.
+	StreamIdleTimeout time.Duration
+	// StreamCreationTimeout bounds the wait for a port-forward's stream
+	// pair, and cri-streaming's wait for SPDY streams.
+	StreamCreationTimeout time.Duration
+	// SupportedRemoteCommandProtocols lists the exec and attach protocols:
+	// ProtocolV5 is served natively, the rest by cri-streaming.
+	SupportedRemoteCommandProtocols []string
+	// SupportedPortForwardProtocols lists the port-forward protocols:
+	// ProtocolTunnel is served natively, the rest by cri-streaming.
+	SupportedPortForwardProtocols []string
+	// TLSConfig makes Start serve TLS.
+	TLSConfig *tls.Config
+
+	// Limits of natively served sessions; zero fields take DefaultLimits'.
+	Limits wire.Limits
+	// BufferSize bounds one output message (default 32 KiB).
+	BufferSize int
+	// Metrics, if set, counts requests by protocol (see NewMetrics).
+	Metrics *Metrics
+}
+
+// DefaultConfig is cri-streaming's defaults with v5 and the tunnel added.
+var DefaultConfig = Config{
+	StreamIdleTimeout:               4 * time.Hour,
+	StreamCreationTimeout:           remotecommandserver.DefaultStreamCreationTimeout,
+	SupportedRemoteCommandProtocols: append([]string{ProtocolV5}, remotecommandserver.SupportedStreamingProtocols...),
+	SupportedPortForwardProtocols:   append([]string{ProtocolTunnel}, portforward.SupportedProtocols...),
+}
+
+// DefaultLimits are the kubelet's: a ping every 30 s, a peer silent for 90 s
+// is gone, 10 s per write, 5 s for the peer's close reply, 1 MiB messages.
+var DefaultLimits = wire.Limits{
+	PingPeriod:     30 * time.Second,
+	PongTimeout:    60 * time.Second,
+	WriteTimeout:   10 * time.Second,
+	CloseGrace:     5 * time.Second,
+	MaxMessageSize: 1 << 20,
+}
+
+// NewServer returns a Server for runtime, as cri-streaming's NewServer does.
+func NewServer(config Config, runtime Runtime) (Server, error) {
+	if config.BaseURL == nil {
+		config.BaseURL = &url.URL{Scheme: "http", Host: config.Addr}
+		if config.TLSConfig != nil {
+			config.BaseURL.Scheme = "https"
+		}
+	}
+	if config.BufferSize <= 0 {
+		config.BufferSize = 32 * 1024
+	}
+	l := &config.Limits
+	d := DefaultLimits
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&l.PingPeriod, d.PingPeriod}, {&l.PongTimeout, d.PongTimeout}, {&l.WriteTimeout, d.WriteTimeout}, {&l.CloseGrace, d.CloseGrace}} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	if l.MaxMessageSize <= 0 {
+		l.MaxMessageSize = d.MaxMessageSize
+	}
+	l.IdleTimeout = config.StreamIdleTimeout
+	s := &server{
+		config:   config,
+		runtime:  runtime,
+		adapter:  &criAdapter{runtime},
+		tokens:   newTokens(),
+		sessions: map[net.Conn]struct{}{},
+		// cri-streaming serves the others; it must not see the ones
+		// served here (it would refuse them).
+		upstreamRC: without(config.SupportedRemoteCommandProtocols, ProtocolV5),
+		upstreamPF: without(config.SupportedPortForwardProtocols, ProtocolTunnel),
+	}
+	s.native.v5 = slices.Contains(config.SupportedRemoteCommandProtocols, ProtocolV5)
+	s.native.tunnel = slices.Contains(config.SupportedPortForwardProtocols, ProtocolTunnel)
+	s.rcUpgrader = s.newUpgrader(ProtocolV5)
+	s.pfUpgrader = s.newUpgrader(ProtocolTunnel)
+	s.ctx, s.stop = context.WithCancel(context.Background())
+
+	mux := http.NewServeMux()
+	prefix := path.Dir(config.BaseURL.Path)
+	for _, e := range []struct {
+		kind string
+		h    http.HandlerFunc
+	}{{"exec", s.serveExec}, {"attach", s.serveAttach}, {"portforward", s.servePortForward}} {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			mux.Handle(m+" "+path.Join("/", prefix, e.kind, "{token}"), e.h)
+		}
+	}
+	s.handler = mux
+	s.http = &http.Server{Addr: config.Addr, Handler: mux, TLSConfig: config.TLSConfig}
+	return s, nil
+}
+
+type server struct {
+	config     Config
+	runtime    Runtime
+	adapter    *criAdapter
+	tokens     *tokens
+	handler    http.Handler
+	http       *http.Server
+	rcUpgrader *websocket.Upgrader
+	pfUpgrader *websocket.Upgrader
+	native     struct{ v5, tunnel bool }
+	upstreamRC []string
+	upstreamPF []string
+
+	// ctx ends the sessions served natively when the server stops: the
+	// http.Server forgets hijacked connections.
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[net.Conn]struct{}
+}
+
+func without(list []string, drop string) []string {
+	return slices.DeleteFunc(slices.Clone(list), func(p string) bool { return p == drop })
+}
+
+func (s *server) newUpgrader(protocol string) *websocket.Upgrader {
+	return &websocket.Upgrader{
+		HandshakeTimeout: s.config.Limits.WriteTimeout,
+		WriteBufferSize:  s.config.BufferSize + 16,
+		WriteBufferPool:  &sync.Pool{},
+		Subprotocols:     []string{protocol},
+		// The kubelet (or crictl) dials the URL it was just issued; origin
+		// checks are a browser's concern.
+		CheckOrigin: func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+			http.Error(w, "WebSocket handshake failed: "+reason.Error(), status)
+		},
+	}
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *server) GetExec(req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	if err := validateStreams(req.ContainerId, req.Tty, req.Stdin, req.Stdout, req.Stderr); err != nil {
+		return nil, err
+	}
+	u, err := s.issue("exec", req)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ExecResponse{Url: u}, nil
+}
+
+func (s *server) GetAttach(req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	if err := validateStreams(req.ContainerId, req.Tty, req.Stdin, req.Stdout, req.Stderr); err != nil {
+		return nil, err
+	}
+	u, err := s.issue("attach", req)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.AttachResponse{Url: u}, nil
+}
+
+func (s *server) GetPortForward(req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	if req.PodSandboxId == "" {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "missing required pod_sandbox_id")
+	}
+	u, err := s.issue("portforward", req)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.PortForwardResponse{Url: u}, nil
+}
+
+// validateStreams is cri-streaming's rule for exec and attach requests.
+func validateStreams(container string, tty, stdin, stdout, stderr bool) error {
+	switch {
+	case container == "":
+		return grpcstatus.Errorf(codes.InvalidArgument, "missing required container_id")
+	case tty && stderr:
+		return grpcstatus.Errorf(codes.InvalidArgument, "tty and stderr cannot both be true")
+	case !stdin && !stdout && !stderr:
+		return grpcstatus.Errorf(codes.InvalidArgument, "one of stdin, stdout, or stderr must be set")
+	}
+	return nil
+}
+
+func (s *server) issue(kind string, req any) (string, error) {
+	token, err := s.tokens.insert(req)
+	if err != nil {
+		return "", err
+	}
+	return s.config.BaseURL.ResolveReference(&url.URL{Path: path.Join(kind, token)}).String(), nil
+}
+
+func (s *server) Start(stayUp bool) error {
+	if !stayUp {
+		return errors.New("stayUp=false is not yet implemented")
+	}
+	l, err := net.Listen("tcp", s.config.Addr)
+	if err != nil {
+		return err
+	}
+	s.config.BaseURL.Host = l.Addr().String()
+	if s.config.TLSConfig != nil {
+		return s.http.ServeTLS(l, "", "")
+	}
+	return s.http.Serve(l)
+}
+
+// Stop closes the listener and every connection, natively served sessions
+// among them (each ends its runtime call through its context).
+func (s *server) Stop() error {
+	s.stop()
+	err := s.http.Close()
+	s.mu.Lock()
+	for c := range s.sessions {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// track registers a hijacked connection for Stop; the returned func
+// forgets it.
+func (s *server) track(c net.Conn) func() {
+	s.mu.Lock()
+	s.sessions[c] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.sessions, c)
+		s.mu.Unlock()
+	}
+}
+
+// offers reports whether r is a WebSocket upgrade offering protocol.
+func offers(r *http.Request, protocol string) bool {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return false
+	}
+	for _, p := range websocket.Subprotocols(r) {
+		if p == protocol {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *server) serveExec(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.tokens.consume(r.PathValue("token")).(*runtimeapi.ExecRequest)
+	if !ok {
+		s.config.Metrics.request("exec", "none")
+		http.NotFound(w, r)
+		return
+	}
+	opts := &remotecommandserver.Options{Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr, TTY: req.Tty}
+	if s.native.v5 && offers(r, ProtocolV5) {
+		s.config.Metrics.request("exec", ProtocolV5)
+		s.serveV5(w, r, "exec", opts, func(ctx context.Context, p processIO) error {
+			return s.runtime.Exec(ctx, req.ContainerId, req.Cmd, p.stdin, p.stdout, p.stderr, req.Tty, p.resize)
+		})
+		return
+	}
+	s.config.Metrics.request("exec", offered(r, s.upstreamRC))
+	remotecommandserver.ServeExec(w, r, s.adapter, "", "", req.ContainerId, req.Cmd, opts,
+		s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamRC)
+}
+
+func (s *server) serveAttach(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.tokens.consume(r.PathValue("token")).(*runtimeapi.AttachRequest)
+	if !ok {
+		s.config.Metrics.request("attach", "none")
+		http.NotFound(w, r)
+		return
+	}
+	opts := &remotecommandserver.Options{Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr, TTY: req.Tty}
+	if s.native.v5 && offers(r, ProtocolV5) {
+		s.config.Metrics.request("attach", ProtocolV5)
+		s.serveV5(w, r, "attach", opts, func(ctx context.Context, p processIO) error {
+			return s.runtime.Attach(ctx, req.ContainerId, p.stdin, p.stdout, p.stderr, req.Tty, p.resize)
+		})
+		return
+	}
+	s.config.Metrics.request("attach", offered(r, s.upstreamRC))
+	remotecommandserver.ServeAttach(w, r, s.adapter, "", "", req.ContainerId, opts,
+		s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamRC)
+}
+
+func (s *server) servePortForward(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.tokens.consume(r.PathValue("token")).(*runtimeapi.PortForwardRequest)
+	if !ok {
+		s.config.Metrics.request("portforward", "none")
+		http.NotFound(w, r)
+		return
+	}
+	if s.native.tunnel && offers(r, ProtocolTunnel) {
+		s.config.Metrics.request("portforward", ProtocolTunnel)
+		s.serveTunnel(w, r, req.PodSandboxId)
+		return
+	}
+	opts, err := portforward.BuildV4Options(req.Port)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.config.Metrics.request("portforward", offered(r, s.upstreamPF))
+	portforward.ServePortForward(w, r, s.adapter, req.PodSandboxId, "", opts,
+		s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamPF)
+}
+
+// offered names, for the metrics, the protocol cri-streaming will pick: the
+// first one the client offers that it supports (SPDY's
+// X-Stream-Protocol-Version, or WebSocket's subprotocols; none offered is
+// the legacy WebSocket protocol or the original SPDY one).
+func offered(r *http.Request, supported []string) string {
+	var offers []string
+	ws := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+	if ws {
+		offers = websocket.Subprotocols(r)
+	} else {
+		for _, v := range r.Header.Values("X-Stream-Protocol-Version") {
+			for _, p := range strings.Split(v, ",") {
+				offers = append(offers, strings.TrimSpace(p))
+			}
+		}
+	}
+	for _, p := range offers {
+		if slices.Contains(supported, p) || ws {
+			return p
+		}
+	}
+	if ws {
+		return "websocket"
+	}
+	return "spdy"
+}
+
+// criAdapter is cri-streaming's own adapter from Runtime to its handlers'
+// interfaces (it keeps its copy unexported).
+type criAdapter struct{ Runtime }
+
+func (a *criAdapter) ExecInContainer(ctx context.Context, _, _, container string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize, _ time.Duration) error {
+	return a.Runtime.Exec(ctx, container, cmd, in, out, errw, tty, resize)
+}
+
+func (a *criAdapter) AttachContainer(ctx context.Context, _, _, container string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
+	return a.Runtime.Attach(ctx, container, in, out, errw, tty, resize)
+}
+
+func (a *criAdapter) PortForward(ctx context.Context, pod, _ string, port int32, stream io.ReadWriteCloser) error {
+	return a.Runtime.PortForward(ctx, pod, port, stream)
+}
+
+// klogFor is the session's logger.
+func klogFor(r *http.Request, kind string) klog.Logger {
+	return klog.FromContext(r.Context()).WithValues("streaming", kind)
+}

@@ -1,0 +1,433 @@
+package streaming
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	utilexec "k8s.io/utils/exec"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		// client-go's v5 heartbeat ends at its next ping, 5 s after the test.
+		goleak.IgnoreAnyFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"))
+}
+
+// fakeRuntime answers commands by name, so each test says what the process
+// does.
+type fakeRuntime struct {
+	mu      sync.Mutex
+	stdinAt []string // what "cat" read, per session, when its stdin ended
+	echo    string   // PortForward's target
+}
+
+func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
+	switch cmd[0] {
+	case "cat": // stdin to stdout until EOF, then exit 0: half-closed stdin
+		_, err := io.Copy(out, in)
+		return err
+	case "exit":
+		n, _ := strconv.Atoi(cmd[1])
+		fmt.Fprintf(out, "bye\n")
+		if errw != nil {
+			fmt.Fprintf(errw, "err\n")
+		}
+		return utilexec.CodeExitError{Err: fmt.Errorf("exit status %d", n), Code: n}
+	case "lines": // output that must all arrive before the status
+		n, _ := strconv.Atoi(cmd[1])
+		var b bytes.Buffer
+		for i := range n {
+			fmt.Fprintf(&b, "line %d\n", i)
+		}
+		_, err := out.Write(b.Bytes())
+		return err
+	case "resize":
+		if !tty {
+			return errors.New("no tty")
+		}
+		sz := <-resize
+		fmt.Fprintf(out, "%dx%d", sz.Width, sz.Height)
+		return nil
+	case "sleep":
+		<-ctx.Done()
+		return ctx.Err()
+	case "fail":
+		return errors.New("runtime broke")
+	}
+	return fmt.Errorf("unknown command %q", cmd[0])
+}
+
+func (f *fakeRuntime) Attach(ctx context.Context, id string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
+	return f.Exec(ctx, id, []string{"cat"}, in, out, errw, tty, resize)
+}
+
+func (f *fakeRuntime) PortForward(ctx context.Context, _ string, port int32, stream io.ReadWriteCloser) error {
+	c, err := net.Dial("tcp", f.echo)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(stream, c)
+	}()
+	_, _ = io.Copy(c, stream)
+	_ = c.(*net.TCPConn).CloseWrite()
+	<-done
+	return nil
+}
+
+type testServer struct {
+	Server
+	url  string
+	m    *Metrics
+	stop func()
+}
+
+func start(t *testing.T, mod func(*Config)) *testServer {
+	t.Helper()
+	echo := tcpEcho(t)
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.Metrics = m
+	cfg.BaseURL = &url.URL{Scheme: "http", Host: "placeholder"}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := NewServer(cfg, &fakeRuntime{echo: echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	cfg.BaseURL.Host = hs.Listener.Addr().String()
+	ts := &testServer{Server: srv, url: hs.URL, m: m}
+	ts.stop = func() { _ = srv.Stop(); hs.Close() }
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+func tcpEcho(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func (ts *testServer) execURL(t *testing.T, tty, stdin, stderr bool, cmd ...string) string {
+	t.Helper()
+	resp, err := ts.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: cmd, Tty: tty, Stdin: stdin, Stdout: true, Stderr: stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Url
+}
+
+func (ts *testServer) requests(kind, protocol string) float64 {
+	return testutil.ToFloat64(ts.m.requests.WithLabelValues(kind, protocol))
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+func run(t *testing.T, protocol, rawURL string, stdin io.Reader, tty bool, sizes remotecommand.TerminalSizeQueue) result {
+	t.Helper()
+	var exec remotecommand.Executor
+	var err error
+	cfg := &rest.Config{Host: "http://unused"}
+	switch protocol {
+	case "v5":
+		exec, err = remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, rawURL)
+	case "v4-websocket":
+		exec, err = remotecommand.NewWebSocketExecutorForProtocols(cfg, http.MethodGet, rawURL, "v4.channel.k8s.io")
+	case "spdy":
+		exec, err = remotecommand.NewSPDYExecutor(cfg, http.MethodPost, mustParse(rawURL))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Tty: tty, TerminalSizeQueue: sizes}
+	if !tty {
+		opts.Stderr = &errb
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = exec.StreamWithContext(ctx, opts)
+	return result{out.String(), errb.String(), err}
+}
+
+func mustParse(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
+func exitCode(err error) int {
+	var ce interface{ ExitStatus() int } // client-go's exec.CodeExitError
+	if errors.As(err, &ce) {
+		return ce.ExitStatus()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+// TestV5Native: client-go's v5 executor straight at the runtime URL is
+// served here, not by cri-streaming (which answers 403): stdout and stderr
+// apart, exit codes, stdin half-closed with output after it, every line
+// before the status.
+func TestV5Native(t *testing.T) {
+	ts := start(t, nil)
+	r := run(t, "v5", ts.execURL(t, false, false, true, "exit", "3"), nil, false, nil)
+	if exitCode(r.err) != 3 || r.stdout != "bye\n" || r.stderr != "err\n" {
+		t.Fatalf("exit: %+v", r)
+	}
+	in := strings.Repeat("stdin then EOF\n", 10000)
+	r = run(t, "v5", ts.execURL(t, false, true, false, "cat"), strings.NewReader(in), false, nil)
+	if r.err != nil || r.stdout != in {
+		t.Fatalf("cat: err %v, %d of %d bytes", r.err, len(r.stdout), len(in))
+	}
+	r = run(t, "v5", ts.execURL(t, false, false, false, "lines", "200000"), nil, false, nil)
+	if r.err != nil || strings.Count(r.stdout, "\n") != 200000 {
+		t.Fatalf("lines: err %v, %d lines", r.err, strings.Count(r.stdout, "\n"))
+	}
+	r = run(t, "v5", ts.execURL(t, false, false, false, "fail"), nil, false, nil)
+	if r.err == nil || !strings.Contains(r.err.Error(), "runtime broke") {
+		t.Fatalf("a runtime error reaches the client: %v", r.err)
+	}
+	if got := ts.requests("exec", ProtocolV5); got != 4 {
+		t.Fatalf("v5 requests %v, want 4", got)
+	}
+}
+
+type sizeQueue struct {
+	sizes chan *remotecommand.TerminalSize
+}
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize { return <-q.sizes }
+
+// TestV5Resize: a tty session's resize messages reach the runtime.
+func TestV5Resize(t *testing.T) {
+	ts := start(t, nil)
+	q := sizeQueue{make(chan *remotecommand.TerminalSize, 1)}
+	q.sizes <- &remotecommand.TerminalSize{Width: 123, Height: 45}
+	r := run(t, "v5", ts.execURL(t, true, false, false, "resize"), nil, true, q)
+	close(q.sizes)
+	if r.err != nil || r.stdout != "123x45" {
+		t.Fatalf("resize: %+v", r)
+	}
+}
+
+// TestOtherProtocolsUnchanged: SPDY and the legacy WebSocket protocol are
+// cri-streaming's, behind the same tokens.
+func TestOtherProtocolsUnchanged(t *testing.T) {
+	ts := start(t, nil)
+	for _, p := range []string{"spdy", "v4-websocket"} {
+		r := run(t, p, ts.execURL(t, false, false, true, "exit", "7"), nil, false, nil)
+		if exitCode(r.err) != 7 || r.stdout != "bye\n" {
+			t.Fatalf("%s: %+v", p, r)
+		}
+	}
+	if ts.requests("exec", "v4.channel.k8s.io") != 2 || ts.requests("exec", ProtocolV5) != 0 {
+		t.Fatalf("requests by protocol: v4 %v, v5 %v", ts.requests("exec", "v4.channel.k8s.io"), ts.requests("exec", ProtocolV5))
+	}
+}
+
+// TestCRIStreamingOnly: without v5 in the supported protocols the server is
+// cri-streaming: a v5-only offer is refused with 403.
+func TestCRIStreamingOnly(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.SupportedRemoteCommandProtocols = without(c.SupportedRemoteCommandProtocols, ProtocolV5)
+	})
+	r := run(t, "v5", ts.execURL(t, false, false, false, "lines", "1"), nil, false, nil)
+	if r.err == nil || !strings.Contains(r.err.Error(), "403") {
+		t.Fatalf("v5 against a cri-streaming-only server: %v", r.err)
+	}
+}
+
+// TestTokens: single use, a minute, 1000 in flight; unknown or spent → 404.
+func TestTokens(t *testing.T) {
+	ts := start(t, nil)
+	u := ts.execURL(t, false, false, false, "lines", "1")
+	if r := run(t, "v5", u, nil, false, nil); r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, raw := range []string{u, ts.url + "/exec/nosuchtk"} {
+		resp, err := http.Get(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s: %d, want 404", raw, resp.StatusCode)
+		}
+	}
+	srv := ts.Server.(*server)
+	now := time.Now()
+	srv.tokens.now = func() time.Time { return now }
+	expired := ts.execURL(t, false, false, false, "lines", "1")
+	now = now.Add(tokenTTL + time.Second)
+	if r := run(t, "v5", expired, nil, false, nil); r.err == nil || !strings.Contains(r.err.Error(), "404") {
+		t.Fatalf("expired URL: %v", r.err)
+	}
+	for i := 0; i < maxInFlight; i++ {
+		ts.execURL(t, false, false, false, "lines", "1")
+	}
+	_, err := ts.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"x"}, Stdout: true})
+	if grpcstatus.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("request 1001: %v", err)
+	}
+	if _, err := ts.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"x"}, Tty: true, Stderr: true}); grpcstatus.Code(err) != codes.InvalidArgument {
+		t.Fatalf("tty and stderr: %v", err)
+	}
+}
+
+// TestTunnelAndSPDYPortForward: client-go's tunneling dialer is served
+// natively, its SPDY dialer by cri-streaming; several connections at once.
+func TestTunnelAndSPDYPortForward(t *testing.T) {
+	ts := start(t, nil)
+	for _, protocol := range []string{"websocket", "spdy"} {
+		resp, err := ts.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "p1", Port: []int32{80}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := mustParse(resp.Url)
+		cfg := &rest.Config{Host: "http://unused"}
+		d, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+		if protocol == "spdy" {
+			transport, upgrader, rerr := spdy.RoundTripperFor(cfg)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			d, err = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u), nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, ready := make(chan struct{}), make(chan struct{})
+		fw, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{"0:80"}, stop, ready, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- fw.ForwardPorts() }()
+		select {
+		case <-ready:
+		case err := <-errc:
+			t.Fatalf("%s: %v", protocol, err)
+		}
+		ports, _ := fw.GetPorts()
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer c.Close()
+				msg := bytes.Repeat([]byte{byte('a' + i)}, 100000)
+				go func() { _, _ = c.Write(msg) }()
+				got := make([]byte, len(msg))
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+					t.Errorf("%s connection %d: %v", protocol, i, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(stop)
+		<-errc
+	}
+	if ts.requests("portforward", ProtocolTunnel) != 1 || ts.requests("portforward", "portforward.k8s.io") != 1 {
+		t.Fatalf("port-forward requests: tunnel %v, spdy %v", ts.requests("portforward", ProtocolTunnel), ts.requests("portforward", "portforward.k8s.io"))
+	}
+}
+
+// TestClientLeaves: a client gone mid-session ends the runtime's call
+// (through its context) and the connection, leaving nothing behind (the
+// package's leak check).
+func TestClientLeaves(t *testing.T) {
+	ts := start(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	exec, err := remotecommand.NewWebSocketExecutor(&rest.Config{Host: "http://unused"}, http.MethodGet, ts.execURL(t, false, true, false, "sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		done <- exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: pr, Stdout: io.Discard})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("client did not end")
+	}
+	srv := ts.Server.(*server)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.mu.Lock()
+		n := len(srv.sessions)
+		srv.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions still open after the client left", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
