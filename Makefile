@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-apiserver test-kubelet fuzz bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-apiserver test-kubelet test-chain fuzz bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -45,6 +45,10 @@ test-apiserver:
 ## test-kubelet: kubectl through kube-apiserver to the upstream kubelet v1.37.2 with kubestream linked in, on containerd 2.4.
 test-kubelet:
 	hack/kubelet-e2e.sh
+
+## test-chain: the same, on containerd v2.4.2 with kubestream's runtime-side server: WebSocket on every leg, no SPDY.
+test-chain:
+	hack/kubelet-e2e.sh 2.4-ws
 
 ## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
 ## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.

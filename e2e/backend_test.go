@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -141,4 +144,32 @@ func (n *node) killRuntime(t *testing.T) {
 			return true
 		})
 	})
+}
+
+// runtimeStreamingRequests reads the runtime streaming server's request
+// counts by protocol from containerd's metrics endpoint.
+func runtimeStreamingRequests(t *testing.T) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(os.Getenv("KUBESTREAM_CONTAINERD_METRICS"))
+	if err != nil {
+		t.Fatalf("containerd's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "kubestream_runtime_streaming_requests_total{") {
+			continue
+		}
+		i := strings.Index(line, `protocol="`)
+		if i < 0 {
+			continue
+		}
+		p := line[i+len(`protocol="`):]
+		p = p[:strings.IndexByte(p, '"')]
+		var f float64
+		_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
+		out[p] += f
+	}
+	return out
 }

@@ -398,8 +398,15 @@ func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
 		for lines.Scan() {
 		}
 	}()
-	if err := echoCheck(local, []byte(strings.Repeat("through kubectl port-forward ", 500))); err != nil {
-		t.Fatalf("%v; stderr %s", err, stderr.String())
+	// Several connections at once share the one port-forward session.
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() { errs <- echoCheck(local, []byte(strings.Repeat(fmt.Sprintf("connection %d through kubectl port-forward ", i), 500))) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("%v; stderr %s", err, stderr.String())
+		}
 	}
 	if err := bulkEcho(local, 16<<20); err != nil {
 		t.Fatalf("%v; stderr %s", err, stderr.String())

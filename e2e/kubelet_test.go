@@ -109,6 +109,14 @@ func TestKubelet(t *testing.T) {
 		}
 		return total
 	}
+	// Against a containerd that serves WebSockets itself (the patched
+	// build, hack/containerd.sh 2.4-ws) every session goes straight
+	// through, with no SPDY on any leg; against stock containerd the node
+	// translates and tunnels.
+	rc, pf := "translated", "tunneled"
+	if chainWebSockets() {
+		rc, pf = "direct", "direct"
+	}
 	streaming := func(route string) float64 {
 		return kubeletMetric("/metrics/streaming", "kubestream_streaming_requests_total", `route="`+route+`"`)
 	}
@@ -124,14 +132,12 @@ func TestKubelet(t *testing.T) {
 		if r.code != 0 || strings.TrimSpace(r.stdout) != strconv.Itoa(len(data)) {
 			t.Fatalf("wc -c: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
-		r = cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "seq", "1", "100000")
-		if r.code != 0 || r.stdout != seqOutput(100000) {
+		r = cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "seq", "1", "200000")
+		if r.code != 0 || r.stdout != seqOutput(200000) {
 			t.Fatalf("seq: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
 		}
-		// The kubestream configuration file says never: translated
-		// without an offer.
-		if got := streaming("translated"); got < 3 {
-			t.Fatalf("kubestream in the kubelet translated %v exec sessions, want 3", got)
+		if got := streaming(rc); got < 3 {
+			t.Fatalf("kubestream in the kubelet carried %v exec sessions by route %s, want 3", got, rc)
 		}
 		if got := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"}); got < 3 {
 			t.Fatalf("the apiserver passed %v exec WebSockets to the kubelet, want 3", got)
@@ -139,17 +145,17 @@ func TestKubelet(t *testing.T) {
 	})
 
 	t.Run("cp", func(t *testing.T) {
-		before := streaming("translated")
+		before := streaming(rc)
 		kubectlCopy(t, cp, "shell")
-		if streaming("translated") <= before {
+		if streaming(rc) <= before {
 			t.Fatal("kubectl cp did not go through kubestream in the kubelet")
 		}
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		before := streaming("translated")
+		before := streaming(rc)
 		kubectlAttach(t, cp, "shell", "echo")
-		if streaming("translated") <= before {
+		if streaming(rc) <= before {
 			t.Fatal("kubectl attach did not go through kubestream in the kubelet")
 		}
 	})
@@ -157,8 +163,8 @@ func TestKubelet(t *testing.T) {
 	t.Run("port-forward", func(t *testing.T) {
 		// A host-network pod's port-forward reaches the host's loopback.
 		forwardAndCheck(t, cp, "pod/shell", tcpEcho(t))
-		if got := streaming("tunneled"); got != 1 {
-			t.Fatalf("kubestream in the kubelet tunneled %v port-forwards, want 1", got)
+		if got := kubeletMetric("/metrics/streaming", "kubestream_streaming_requests_total", `subresource="portforward"`, `route="`+pf+`"`); got != 1 {
+			t.Fatalf("kubestream in the kubelet carried %v port-forwards by route %s, want 1", got, pf)
 		}
 	})
 
@@ -180,14 +186,14 @@ func TestKubelet(t *testing.T) {
 	// the configuration file's direct mode never means no offers at all.
 	t.Run("metrics", func(t *testing.T) {
 		const ks, up = "kubestream_streaming_requests_total", "kubelet_websocket_streaming_requests_total"
-		beforeKS := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="translated"`)
+		beforeKS := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="`+rc+`"`)
 		beforeUp := kubeletMetric("/metrics", up, `subresource="exec"`)
 		for i := 0; i < 2; i++ {
 			if r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "true"); r.code != 0 {
 				t.Fatalf("exec: %d %s", r.code, r.stderr)
 			}
 		}
-		if d := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="translated"`) - beforeKS; d != 2 {
+		if d := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="`+rc+`"`) - beforeKS; d != 2 {
 			t.Errorf("%s on the kubelet's /metrics rose by %v for 2 execs", ks, d)
 		}
 		if d := kubeletMetric("/metrics", up, `subresource="exec"`) - beforeUp; d != 2 {
@@ -196,17 +202,41 @@ func TestKubelet(t *testing.T) {
 		// Over the whole run, upstream's counter and kubestream's agree on
 		// every WebSocket session kubestream carried.
 		for _, sub := range []string{"exec", "attach", "portforward"} {
-			route := `route="translated"`
+			route := `route="` + rc + `"`
 			if sub == "portforward" {
-				route = `route="tunneled"`
+				route = `route="` + pf + `"`
 			}
 			k, u := kubeletMetric("/metrics", ks, `subresource="`+sub+`"`, route), kubeletMetric("/metrics", up, `subresource="`+sub+`"`)
 			if k == 0 || k != u {
 				t.Errorf("%s: kubestream counted %v WebSocket sessions, upstream's counter %v", sub, k, u)
 			}
 		}
-		if n := kubeletMetric("/metrics", "kubestream_runtime_websocket_offers_total"); n != 0 {
-			t.Errorf("%v direct offers with runtimeWebSocketStreaming: never", n)
+		offers := kubeletMetric("/metrics", "kubestream_runtime_websocket_offers_total")
+		if !chainWebSockets() && offers != 0 {
+			t.Errorf("%v direct offers with runtimeWebSocketStreaming: never", offers)
+		}
+		if chainWebSockets() {
+			// No SPDY anywhere: the node translated nothing, passed no
+			// SPDY through, and the runtime's own server counted only
+			// v5 and the tunnel.
+			for _, route := range []string{"translated", "tunneled", "proxied-spdy", "proxied-websocket"} {
+				if n := kubeletMetric("/metrics", ks, `route="`+route+`"`); n != 0 {
+					t.Errorf("%v sessions by route %s against a runtime that speaks WebSockets", n, route)
+				}
+			}
+			if refused := kubeletMetric("/metrics", "kubestream_runtime_websocket_offers_total", `result="refused"`); refused != 0 || offers == 0 {
+				t.Errorf("direct offers: %v, refused %v", offers, refused)
+			}
+			byProtocol := runtimeStreamingRequests(t)
+			for p, n := range byProtocol {
+				if p != "v5.channel.k8s.io" && p != "SPDY/3.1+portforward.k8s.io" && n > 0 {
+					t.Errorf("the runtime served %v requests over %s", n, p)
+				}
+			}
+			if byProtocol["v5.channel.k8s.io"] == 0 || byProtocol["SPDY/3.1+portforward.k8s.io"] == 0 {
+				t.Errorf("the runtime's own metrics: %v", byProtocol)
+			}
+			t.Logf("the runtime's streaming requests by protocol: %v", byProtocol)
 		}
 		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics")
 		if !strings.Contains(out, "# HELP "+ks+" [ALPHA]") {
@@ -221,7 +251,7 @@ func TestKubelet(t *testing.T) {
 		var exit3 int
 		for _, e := range auditLog(t, filepath.Join(cp.dir, "kubelet", "kubestream-audit.log")) {
 			if e.Stage == "ResponseComplete" && e.ObjectRef.Subresource == "exec" && e.ExitCode != nil && *e.ExitCode == 3 &&
-				e.Route == "translated" && e.User.Username == "kube-apiserver-kubelet-client" && e.ObjectRef.Name == "shell" {
+				e.Route == rc && e.User.Username == "kube-apiserver-kubelet-client" && e.ObjectRef.Name == "shell" {
 				exit3++
 			}
 		}
@@ -309,7 +339,11 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	}
 	// What the kubelet has no field for comes from kubestream's own file.
 	ksFile := filepath.Join(dir, "kubestream.yaml")
-	ks := "apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: never\n" +
+	mode := "never"
+	if chainWebSockets() {
+		mode = "auto"
+	}
+	ks := "apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: " + mode + "\n" +
 		"auditLogPath: " + filepath.Join(dir, "kubestream-audit.log") + "\n"
 	if err := os.WriteFile(ksFile, []byte(ks), 0o600); err != nil {
 		cp.t.Fatal(err)
@@ -412,3 +446,7 @@ func rawUpgradeAt(t *testing.T, addr, caFile string, user clientCert, method, pa
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, resp.Header, string(body)
 }
+
+// chainWebSockets reports whether the kubelet's containerd is the build
+// with kubestream's runtime-side server (hack/containerd.sh up 2.4-ws).
+func chainWebSockets() bool { return os.Getenv("KUBESTREAM_CONTAINERD_WEBSOCKETS") == "1" }

@@ -3,7 +3,11 @@
 #
 #   hack/containerd.sh install            Debian packages (containerd 1.6, runc, busybox-static) and
 #                                         containerd v2.4.2 built from the Go module proxy (cached)
-#   hack/containerd.sh up 2.4|1.6 DIR     start a containerd whose every file lives under DIR;
+#   hack/containerd.sh install-ws         containerd v2.4.2 with its CRI streaming server replaced by
+#                                         kubestream's cri/streaming (hack/containerd/service.go.patch),
+#                                         cached by version, patch and kubestream's source
+#   hack/containerd.sh up 2.4|2.4-ws|1.6 DIR
+#                                         start a containerd whose every file lives under DIR;
 #                                         writes DIR/env (KUBESTREAM_CONTAINERD_ENDPOINT, …)
 #   hack/containerd.sh down DIR           stop it and remove DIR, leaving nothing behind
 set -euo pipefail
@@ -12,9 +16,43 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CONTAINERD2_VERSION=v2.4.2
 CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}
 CONTAINERD2_BIN=$CACHE/containerd-$CONTAINERD2_VERSION/bin
+CRICTL_VERSION=v1.37.0
+CRICTL=$CACHE/crictl-$CRICTL_VERSION/bin/crictl
 export GOFLAGS=-buildvcs=false
 
 log() { echo "containerd.sh: $*" >&2; }
+
+# The patched build's cache key: the patch and every file of kubestream the
+# build compiles in (the module's go.mod and go.sum, cri/streaming and what
+# it imports from the module).
+ws_key() {
+	(cd "$ROOT" && { cat hack/containerd/service.go.patch go.mod go.sum
+		git ls-files cri/streaming internal/wire internal/upgrade | grep -v _test.go | sort | xargs cat; } | sha256sum | cut -c1-16)
+}
+CONTAINERDWS_BIN=$CACHE/containerd-$CONTAINERD2_VERSION-kubestream-$(ws_key)/bin
+
+install_ws() {
+	[ -x "$CONTAINERDWS_BIN/containerd" ] && return 0
+	install
+	log "building containerd $CONTAINERD2_VERSION with kubestream's streaming server (2-5 minutes)"
+	local src work=$CACHE/containerd-$CONTAINERD2_VERSION-kubestream-src
+	src=$(cd /tmp && go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD2_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { log "containerd $CONTAINERD2_VERSION not downloaded"; exit 1; }
+	rm -rf "$work"
+	cp -r "$src" "$work"
+	chmod -R u+w "$work"
+	(cd "$work" && patch -p1 --quiet <"$ROOT/hack/containerd/service.go.patch" &&
+		go mod edit -require=github.com/kubestream/kubestream@v0.0.0-00010101000000-000000000000 \
+			-replace="github.com/kubestream/kubestream=$ROOT" &&
+		GOFLAGS=-mod=mod go build -trimpath -o "$work/_bin/containerd" ./cmd/containerd)
+	mkdir -p "$CONTAINERDWS_BIN"
+	mv "$work/_bin/containerd" "$CONTAINERDWS_BIN/containerd"
+	# The shim and ctr are the stock build's: the patch touches the CRI
+	# plugin alone, which lives in the daemon.
+	ln -sf "$CONTAINERD2_BIN/containerd-shim-runc-v2" "$CONTAINERDWS_BIN/containerd-shim-runc-v2"
+	ln -sf "$CONTAINERD2_BIN/ctr" "$CONTAINERDWS_BIN/ctr"
+	rm -rf "$work"
+}
 
 install() {
 	local need=()
@@ -35,11 +73,20 @@ install() {
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD2_VERSION \
 			github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD2_VERSION)
 	fi
+	install_crictl
+}
+
+install_crictl() {
+	[ -x "$CRICTL" ] && return 0
+	log "building crictl $CRICTL_VERSION from the Go module proxy"
+	mkdir -p "$(dirname "$CRICTL")"
+	(cd /tmp && GOBIN=$(dirname "$CRICTL") go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION")
 }
 
 bins_for() {
 	case "$1" in
 	2.4 | 2) echo "$CONTAINERD2_BIN" ;;
+	2.4-ws) echo "$CONTAINERDWS_BIN" ;;
 	1.6 | 1) echo "/usr/bin" ;;
 	*) log "unknown containerd version $1 (want 2.4 or 1.6)"; exit 2 ;;
 	esac
@@ -54,6 +101,8 @@ state = "$DIR/state"
   address = "$DIR/containerd.sock"
 [ttrpc]
   address = "$DIR/containerd.sock.ttrpc"
+[metrics]
+  address = "127.0.0.1:$MPORT"
 [plugins.'io.containerd.transfer.v1.local']
   [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
     platform = "linux/$GOARCH"
@@ -120,6 +169,7 @@ up() {
 	bins=$(bins_for "$version")
 	mkdir -p "$DIR"/{root,state,runc,cni/bin,cni/conf,images}
 	PORT=$(if [ -n "${KUBESTREAM_FREEPORT:-}" ]; then "$KUBESTREAM_FREEPORT"; else cd "$ROOT" && go run ./hack/tools/freeport; fi)
+	MPORT=$(if [ -n "${KUBESTREAM_FREEPORT:-}" ]; then "$KUBESTREAM_FREEPORT"; else cd "$ROOT" && go run ./hack/tools/freeport; fi)
 	GOARCH=$(go env GOARCH)
 
 	(cd "$ROOT" && go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)
@@ -144,6 +194,9 @@ export KUBESTREAM_CONTAINERD_PID=$(cat "$DIR/containerd.pid")
 export KUBESTREAM_CONTAINERD_VERSION=$("$bins/containerd" --version | awk '{print $3}')
 export KUBESTREAM_CONTAINERD_RESTART="$ROOT/hack/containerd.sh restart $DIR"
 export KUBESTREAM_E2E_IMAGE=docker.io/kubestream/busybox:e2e
+export KUBESTREAM_CONTAINERD_METRICS=$([[ $version == 1* ]] || echo "http://127.0.0.1:$MPORT/v1/metrics")
+export KUBESTREAM_CRICTL=$([ -x "$CRICTL" ] && echo "$CRICTL")
+export KUBESTREAM_CONTAINERD_WEBSOCKETS=$([[ $version == *-ws ]] && echo 1 || echo 0)
 EOF
 	log "containerd $(awk -F= '/VERSION/{print $2}' "$DIR/env") up at $DIR (streaming port $PORT)"
 }
@@ -200,6 +253,7 @@ down() {
 
 case "${1:-}" in
 install) install ;;
+install-ws) install_ws ;;
 up) up "$2" "$3" ;;
 restart) restart "$2" ;;
 down) down "$2" ;;

@@ -11,10 +11,15 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export GOFLAGS=-buildvcs=false
 NODE_IP=${KUBESTREAM_NODE_IP:-10.250.0.2}
+# 2.4: stock containerd, the node translates. 2.4-ws: containerd with
+# kubestream's runtime-side server (hack/containerd.sh install-ws), WebSocket
+# on every leg.
+VARIANT=${1:-2.4}
 
 hack/kube.sh install
 hack/kube.sh kubelet
 hack/containerd.sh install
+[ "$VARIANT" != 2.4-ws ] || hack/containerd.sh install-ws
 KUBESTREAM_KUBE_BIN=$(hack/kube.sh bin)
 export KUBESTREAM_KUBE_BIN
 dir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
@@ -42,7 +47,7 @@ ip -n "$ns" link set node0 up
 # The image tool and freeport run inside too; no network is needed for them
 # (the module cache holds what they build from).
 innet env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
-	hack/containerd.sh up 2.4 "$dir" 2> >(grep -v DEPRECATION >&2)
+	hack/containerd.sh up "$VARIANT" "$dir" 2> >(grep -v DEPRECATION >&2)
 # The kubelet owns that containerd; the rest of the e2e fixture keeps the
 # reference runtime, so no pod the kubelet does not know of is there.
 (

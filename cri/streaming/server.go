@@ -83,6 +83,29 @@ var DefaultConfig = Config{
 	SupportedPortForwardProtocols:   append([]string{ProtocolTunnel}, portforward.SupportedProtocols...),
 }
 
+// FromCRIStreaming converts a runtime's cri-streaming Config (containerd
+// builds one from its own configuration): the same fields, with v5 and the
+// tunnel put first in protocol lists that hold cri-streaming's defaults, so
+// a runtime that adopts the package keeps its configuration and gains both.
+func FromCRIStreaming(c upstream.Config) Config {
+	rc, pf := c.SupportedRemoteCommandProtocols, c.SupportedPortForwardProtocols
+	if len(rc) == 0 || slices.Equal(rc, remotecommandserver.SupportedStreamingProtocols) {
+		rc = DefaultConfig.SupportedRemoteCommandProtocols
+	}
+	if len(pf) == 0 || slices.Equal(pf, portforward.SupportedProtocols) {
+		pf = DefaultConfig.SupportedPortForwardProtocols
+	}
+	return Config{
+		Addr:                            c.Addr,
+		BaseURL:                         c.BaseURL,
+		StreamIdleTimeout:               c.StreamIdleTimeout,
+		StreamCreationTimeout:           c.StreamCreationTimeout,
+		SupportedRemoteCommandProtocols: slices.Clone(rc),
+		SupportedPortForwardProtocols:   slices.Clone(pf),
+		TLSConfig:                       c.TLSConfig,
+	}
+}
+
 // DefaultLimits are the kubelet's: a ping every 30 s, a peer silent for 90 s
 // is gone, 10 s per write, 5 s for the peer's close reply, 1 MiB messages.
 var DefaultLimits = wire.Limits{
