@@ -18,7 +18,10 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
+
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+
+	ksstreaming "github.com/kubestream/kubestream/cri/streaming"
 )
 
 // The benchmark backend: k8s.io/cri-streaming (what the kubelet and
@@ -133,19 +136,33 @@ type backend struct {
 	stop     func()
 }
 
-func startBackend(dir string, pfSize int64) (*backend, error) {
+// startBackend runs the bench runtime behind cri-streaming's server, or,
+// with impl "kubestream", behind kubestream's runtime-side server
+// (cri/streaming), which serves v5 and the tunnel itself. Either way the
+// streaming port also answers /debug/bench-stats.
+func startBackend(dir string, pfSize int64, impl string) (*backend, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	cfg := streaming.DefaultConfig
-	cfg.Addr = l.Addr().String()
-	cfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
-	srv, err := streaming.NewServer(cfg, benchRuntime{pfSize: pfSize})
+	base := &url.URL{Scheme: "http", Host: l.Addr().String()}
+	var srv streaming.Server
+	if impl == "kubestream" {
+		cfg := ksstreaming.DefaultConfig
+		cfg.Addr, cfg.BaseURL = base.Host, base
+		srv, err = ksstreaming.NewServer(cfg, benchRuntime{pfSize: pfSize})
+	} else {
+		cfg := streaming.DefaultConfig
+		cfg.Addr, cfg.BaseURL = base.Host, base
+		srv, err = streaming.NewServer(cfg, benchRuntime{pfSize: pfSize})
+	}
 	if err != nil {
 		return nil, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv)
+	mux.HandleFunc("/debug/bench-stats", serveStats)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(l) }()
 	sock := filepath.Join(dir, "bench-cri.sock")
 	_ = os.Remove(sock)

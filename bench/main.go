@@ -39,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/server"
 )
 
 type options struct {
@@ -84,7 +85,7 @@ func main() {
 	flag.IntVar(&o.idleMax, "idle-max", 9000, "most idle sessions held at once (2 descriptors each in the translator)")
 	flag.StringVar(&o.concurrency, "concurrency", "1,4,16,64", "concurrent transfer counts")
 	flag.BoolVar(&o.inproc, "inproc", false, "run backend and translators in this process")
-	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle, audit (kubestream with an audit log and recordings as a third translator; default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle, audit (kubestream with an audit log and recordings as a third translator; default all); or runtime alone: the runtime-side server against cri-streaming, and the node's whole chain (runtime.go)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if flag.Lookup("v").Value.String() == "0" {
@@ -110,7 +111,11 @@ func main() {
 			r.stop()
 		}
 	default:
-		err = orchestrate(o)
+		if o.only == "runtime" {
+			err = orchestrateRuntime(o)
+		} else {
+			err = orchestrate(o)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -136,7 +141,7 @@ func waitSignal() {
 }
 
 func runBackend(o options) error {
-	b, err := startBackend(o.dir, o.pfSize)
+	b, err := startBackend(o.dir, o.pfSize, o.impl)
 	if err != nil {
 		return err
 	}
@@ -155,10 +160,21 @@ func translatorHandler(impl string, c *cri.Client, dir string) (http.Handler, er
 	switch impl {
 	case "upstream":
 		return upstreamHandler(c), nil
+	case "kubestream-direct": // in front of a runtime that speaks v5: spliced
+		return server.New(server.Config{Lookup: staticLookup{}, Runtime: c, Direct: server.DirectConfig{Mode: server.DirectAuto}})
 	case "kubestream-audit":
 		return kubestreamAuditHandler(c, dir)
 	}
 	return kubestreamHandler(c)
+}
+
+// serveStats answers /debug/bench-stats: goroutines and heap in use, after
+// returning freed memory, so RSS readings compare like with like.
+func serveStats(w http.ResponseWriter, _ *http.Request) {
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	_ = json.NewEncoder(w).Encode(procStats{Goroutines: runtime.NumGoroutine(), HeapInuse: ms.HeapInuse})
 }
 
 func runTranslator(o options) error {
@@ -188,13 +204,7 @@ func runTranslator(o options) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
-	mux.HandleFunc("/debug/bench-stats", func(w http.ResponseWriter, _ *http.Request) {
-		// Return freed memory first, so RSS readings compare like with like.
-		debug.FreeOSMemory()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		_ = json.NewEncoder(w).Encode(procStats{Goroutines: runtime.NumGoroutine(), HeapInuse: ms.HeapInuse})
-	})
+	mux.HandleFunc("/debug/bench-stats", serveStats)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

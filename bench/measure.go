@@ -32,6 +32,7 @@ type path struct {
 	relay string // direct SPDY through this TCP relay (host:port) instead of straight to the runtime
 	cri   *cri.Client
 	proc  *child // the translator's (or relay's) process in three-process mode
+	v5    bool   // direct to the runtime's URL over v5 (a runtime that speaks it) instead of SPDY
 }
 
 // viaRelay points a runtime URL at the path's relay, if it has one.
@@ -61,6 +62,9 @@ func (p *path) executor(ctx context.Context, cmd []string, stdin bool) (remoteco
 			return nil, err
 		}
 		u = p.viaRelay(u)
+		if p.v5 {
+			return remotecommand.NewWebSocketExecutor(&rest.Config{Host: u.Scheme + "://" + u.Host}, http.MethodGet, u.String())
+		}
 		return remotecommand.NewSPDYExecutor(&rest.Config{Host: u.Scheme + "://" + u.Host}, http.MethodPost, u)
 	}
 	return remotecommand.NewWebSocketExecutor(&rest.Config{Host: p.base}, http.MethodGet, p.execURL(cmd, stdin))

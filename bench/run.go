@@ -80,7 +80,7 @@ func orchestrate(o options) error {
 		}
 	}()
 	if o.inproc {
-		b, err := startBackend(dir, o.pfSize)
+		b, err := startBackend(dir, o.pfSize, "")
 		if err != nil {
 			return err
 		}

@@ -36,7 +36,7 @@ func FuzzV5Client(f *testing.F) {
 		resize := make(chan TerminalSize, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- readV5(wc, pw, resize, &remotecommandserver.Options{Stdin: true, Stdout: true, TTY: true})
+			done <- readV5(wc, pw, resize, &remotecommandserver.Options{Stdin: true, Stdout: true, TTY: true}, 4096)
 		}()
 		select {
 		case err := <-done:

@@ -91,7 +91,7 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	})
 	defer stopOnShutdown()
 
-	rerr := readV5(wc, stdin, resize, opts)
+	rerr := readV5(wc, stdin, resize, opts, s.config.BufferSize)
 	if resize != nil {
 		close(resize) // only readV5 sends on it
 	}
@@ -129,7 +129,7 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 // readV5 reads the client's messages until its close, an error, or the
 // grace after the session's status. stdin and resize are nil when the
 // session has none.
-func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, opts *remotecommandserver.Options) error {
+func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, opts *remotecommandserver.Options, size int) error {
 	var sizes wire.ResizeStream
 	var ch [1]byte
 	var small [4096]byte // resize and close-signal messages
@@ -153,7 +153,7 @@ func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, opts 
 			if !stdinOpen {
 				return wire.ProtocolErrorf("data on stdin, which is not open")
 			}
-			if _, err = io.Copy(stdin, r); errors.Is(err, errProcessDone) {
+			if err = copyStdin(stdin, r, size); errors.Is(err, errProcessDone) {
 				// The process is gone; what is left has no reader.
 				_, err = io.Copy(io.Discard, r)
 			}
@@ -216,6 +216,39 @@ func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, opts 
 	}
 }
 
+// copyStdin hands one stdin message to the process through a pooled buffer:
+// io.Copy would allocate one per message (neither side is a ReaderFrom or
+// WriterTo), and a quiet session holds none.
+func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
+	bp := getBuf(&inBufs, size)
+	defer inBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := stdin.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// getBuf borrows a buffer of size bytes from pool.
+func getBuf(pool *sync.Pool, size int) *[]byte {
+	bp, _ := pool.Get().(*[]byte)
+	if bp == nil || len(*bp) != size {
+		b := make([]byte, size)
+		bp = &b
+	}
+	return bp
+}
+
 // outWriter is the process's stdout or stderr: each Write becomes v5
 // messages of at most size bytes, through a pooled buffer so a quiet
 // session holds none.
@@ -225,14 +258,12 @@ type outWriter struct {
 	size int
 }
 
-var outBufs sync.Pool
+// Copy buffers, borrowed per message: stdin's of BufferSize, output's one
+// byte more for the channel.
+var outBufs, inBufs sync.Pool
 
 func (o *outWriter) Write(p []byte) (int, error) {
-	bp, _ := outBufs.Get().(*[]byte)
-	if bp == nil || len(*bp) != 1+o.size {
-		b := make([]byte, 1+o.size)
-		bp = &b
-	}
+	bp := getBuf(&outBufs, 1+o.size)
 	defer outBufs.Put(bp)
 	buf := *bp
 	buf[0] = o.ch
