@@ -31,6 +31,9 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
+		// spdystream's shutdown (cri-streaming's connections) lingers up
+		// to a second after a close; waiting it out is the check.
+		goleak.MaxRetryAttempts(60), goleak.MaxSleepInterval(100*time.Millisecond),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
