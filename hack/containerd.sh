@@ -45,6 +45,8 @@ install_ws() {
 		go mod edit -require=github.com/kubestream/kubestream@v0.0.0-00010101000000-000000000000 \
 			-replace="github.com/kubestream/kubestream=$ROOT" &&
 		GOFLAGS=-mod=mod go build -trimpath -o "$work/_bin/containerd" ./cmd/containerd)
+	# Builds for other inputs are stale.
+	find "$CACHE" -maxdepth 1 -name "containerd-$CONTAINERD2_VERSION-kubestream-*" ! -name "*-src" -exec rm -rf {} +
 	mkdir -p "$CONTAINERDWS_BIN"
 	mv "$work/_bin/containerd" "$CONTAINERDWS_BIN/containerd"
 	# The shim and ctr are the stock build's: the patch touches the CRI
