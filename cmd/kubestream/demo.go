@@ -20,7 +20,7 @@ import (
 // reference runtime with throwaway certificates, and one exec through the
 // WebSocket (v5) translation path for everyone to see.
 func newDemo() *cobra.Command {
-	var exit bool
+	var exit, refWebSockets bool
 	var port int
 	var endpoint, image, namespace string
 	cmd := &cobra.Command{
@@ -42,6 +42,10 @@ func newDemo() *cobra.Command {
 			o.Address, o.Port = "127.0.0.1", port
 			o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile = certs.ServerCert, certs.ServerKey, certs.CA
 			o.ContainerRuntimeEndpoint = endpoint
+			// The embedded runtime serves its streaming URLs through
+			// kubestream's runtime-side server (cri/streaming): the demo's
+			// exec is WebSocket on every leg.
+			o.ReferenceWebSockets = refWebSockets
 			if endpoint == "" && namespace != "default" {
 				return fmt.Errorf("--demo-namespace is for a real runtime; the embedded runtime's demo pod is default/demo")
 			}
@@ -83,6 +87,7 @@ func newDemo() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "Exit after the demonstration exec instead of serving on.")
 	cmd.Flags().IntVar(&port, "port", 0, "Port to serve on (0 picks a free one).")
+	cmd.Flags().BoolVar(&refWebSockets, "reference-websockets", true, "Serve the embedded runtime's streaming URLs with kubestream's runtime-side server, which speaks v5 itself (false: cri-streaming's, which refuses it, and kubestream translates).")
 	cmd.Flags().StringVar(&endpoint, "container-runtime-endpoint", "", "A real CRI runtime to demonstrate against (the embedded one when empty); pod demo is created there for the demo and removed after.")
 	cmd.Flags().StringVar(&namespace, "demo-namespace", "default", "Namespace of the demo pod on a real runtime (the embedded runtime's is default).")
 	cmd.Flags().StringVar(&image, "demo-image", "docker.io/kubestream/busybox:e2e", "Image of the demo pod on a real runtime (must already be present).")
