@@ -28,7 +28,10 @@ type PodLookup interface {
 // kubelet puts on every sandbox and container.
 type RuntimeLookup struct{ C *Client }
 
-var _ PodLookup = RuntimeLookup{}
+var (
+	_ PodLookup     = RuntimeLookup{}
+	_ HandlerSource = RuntimeLookup{}
+)
 
 func podLabels(pod PodRef) map[string]string {
 	l := map[string]string{
@@ -42,6 +45,25 @@ func podLabels(pod PodRef) map[string]string {
 }
 
 func (l RuntimeLookup) SandboxID(ctx context.Context, pod PodRef) (string, error) {
+	sb, err := l.sandbox(ctx, pod)
+	if err != nil {
+		return "", err
+	}
+	return sb.Id, nil
+}
+
+// RuntimeHandler is the runtime handler of the pod's sandbox ("" for the
+// runtime's default).
+func (l RuntimeLookup) RuntimeHandler(ctx context.Context, pod PodRef) (string, error) {
+	sb, err := l.sandbox(ctx, pod)
+	if err != nil {
+		return "", err
+	}
+	return sb.RuntimeHandler, nil
+}
+
+// sandbox returns the ready sandbox of pod.
+func (l RuntimeLookup) sandbox(ctx context.Context, pod PodRef) (*runtimeapi.PodSandbox, error) {
 	ctx, cancel := l.C.ctx(ctx)
 	defer cancel()
 	resp, err := l.C.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
@@ -49,10 +71,10 @@ func (l RuntimeLookup) SandboxID(ctx context.Context, pod PodRef) (string, error
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 	}})
 	if err != nil {
-		return "", fmt.Errorf("listing sandboxes of pod %s: %w", pod, wrap(err))
+		return nil, fmt.Errorf("listing sandboxes of pod %s: %w", pod, wrap(err))
 	}
 	if len(resp.Items) == 0 {
-		return "", notFoundPod(pod)
+		return nil, notFoundPod(pod)
 	}
 	// A restarted pod has several sandboxes; the newest ready one serves.
 	best := resp.Items[0]
@@ -61,7 +83,7 @@ func (l RuntimeLookup) SandboxID(ctx context.Context, pod PodRef) (string, error
 			best = s
 		}
 	}
-	return best.Id, nil
+	return best, nil
 }
 
 func (l RuntimeLookup) ContainerID(ctx context.Context, pod PodRef, container string) (string, error) {

@@ -27,6 +27,14 @@ type URLSource interface {
 	PortForwardURL(ctx context.Context, pod PodRef, ports []int32) (*url.URL, error)
 }
 
+// HandlerSource is a URLSource that can tell which runtime handler serves a
+// pod (a node may run runc beside a sandboxed runtime, and one may speak
+// WebSockets where the other does not). Optional: without it every pod
+// counts as one handler.
+type HandlerSource interface {
+	RuntimeHandler(ctx context.Context, pod PodRef) (string, error)
+}
+
 // ResolveStreamURL makes a runtime's streaming URL one that can be dialled,
 // as the kubelet's pass-through always has (apimachinery's proxy takes a
 // missing scheme for http). cri-dockerd's URLs are scheme-relative,
@@ -60,6 +68,14 @@ type ByLookup struct {
 }
 
 var _ URLSource = ByLookup{}
+
+// RuntimeHandler is the Lookup's, when it can tell (RuntimeLookup can).
+func (b ByLookup) RuntimeHandler(ctx context.Context, pod PodRef) (string, error) {
+	if h, ok := b.Lookup.(HandlerSource); ok {
+		return h.RuntimeHandler(ctx, pod)
+	}
+	return "", nil
+}
 
 func (b ByLookup) ExecURL(ctx context.Context, pod PodRef, container string, cmd []string, s Streams) (*url.URL, error) {
 	id, err := b.Lookup.ContainerID(ctx, pod, container)

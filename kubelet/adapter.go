@@ -121,6 +121,20 @@ func (h hostURLs) pod(ref cri.PodRef) (string, types.UID, error) {
 	return kubecontainer.GetPodFullName(p), p.UID, nil
 }
 
+// RuntimeHandler keys kubestream's memory of runtimes that refused a
+// WebSocket by the pod's RuntimeClass: each class names one handler, and a
+// node may run one that speaks v5 beside one that does not.
+func (h hostURLs) RuntimeHandler(_ context.Context, ref cri.PodRef) (string, error) {
+	p, ok := h.host.GetPodByName(ref.Namespace, ref.Name)
+	if !ok {
+		return "", &cri.Error{Kind: cri.NotFound, Msg: "pod " + ref.String() + " does not exist"}
+	}
+	if p.Spec.RuntimeClassName != nil {
+		return *p.Spec.RuntimeClassName, nil
+	}
+	return "", nil
+}
+
 func (h hostURLs) ExecURL(ctx context.Context, ref cri.PodRef, container string, cmd []string, s cri.Streams) (*url.URL, error) {
 	name, uid, err := h.pod(ref)
 	if err != nil {

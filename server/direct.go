@@ -36,8 +36,10 @@ type DirectConfig struct {
 	Recheck time.Duration // how long a refusal is remembered; 10 minutes when 0
 }
 
-// directCache remembers, per subresource and protocol, that the runtime
-// refused the WebSocket. A runtime can be upgraded under a running node, so
+// directCache remembers, per runtime handler, subresource and protocol,
+// that the runtime refused the WebSocket: a node may run runc beside a
+// handler whose runtime does not speak v5, and one's refusal must not turn
+// the other's sessions into translations. A runtime can be upgraded under a running node, so
 // a refusal expires; an acceptance needs no memory, since every attempt
 // learns the answer again at no cost.
 type directCache struct {
@@ -57,23 +59,25 @@ func newDirectCache(cfg DirectConfig) *directCache {
 	return &directCache{cfg: cfg, now: time.Now, refused: map[string]time.Time{}}
 }
 
-func (c *directCache) worthTrying(sub, protocol string) bool {
+func (c *directCache) auto() bool { return c.cfg.Mode == DirectAuto }
+
+func (c *directCache) worthTrying(handler, sub, protocol string) bool {
 	if c.cfg.Mode != DirectAuto {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	until, ok := c.refused[sub+" "+protocol]
+	until, ok := c.refused[handler+" "+sub+" "+protocol]
 	return !ok || c.now().After(until)
 }
 
-func (c *directCache) record(sub, protocol string, accepted bool) {
+func (c *directCache) record(handler, sub, protocol string, accepted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if accepted {
-		delete(c.refused, sub+" "+protocol)
+		delete(c.refused, handler+" "+sub+" "+protocol)
 	} else {
-		c.refused[sub+" "+protocol] = c.now().Add(c.cfg.Recheck)
+		c.refused[handler+" "+sub+" "+protocol] = c.now().Add(c.cfg.Recheck)
 	}
 }
 
@@ -84,7 +88,7 @@ var errRefused = errors.New("container runtime does not speak the protocol")
 // refused remembers and counts a runtime that does not speak the client's
 // protocol, and returns errRefused.
 func (s *Server) refused(ctx context.Context, ss *session, msg string, kv ...any) error {
-	s.direct.record(ss.subresource, ss.protocol, false)
+	s.direct.record(ss.handler, ss.subresource, ss.protocol, false)
 	ss.offered(false)
 	klog.FromContext(ctx).V(2).Info(msg, append(kv, "protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)...)
 	return errRefused
@@ -112,7 +116,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	case err != nil:
 		return err
 	}
-	s.direct.record(ss.subresource, ss.protocol, true)
+	s.direct.record(ss.handler, ss.subresource, ss.protocol, true)
 	ss.offered(true)
 	ss.route = RouteDirect
 	ss.count()
@@ -164,6 +168,14 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 	if !ss.direct {
 		return u, true
 	}
+	ss.handler = s.runtimeHandler(r.Context(), podRef(r))
+	if !s.direct.worthTrying(ss.handler, ss.subresource, ss.protocol) {
+		// This handler's runtime refused lately: translate with the URL
+		// at hand, no offer.
+		ss.direct = false
+		ss.count()
+		return u, true
+	}
 	err := s.tryDirect(w, r, ss, u)
 	switch {
 	case err == nil:
@@ -179,4 +191,20 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 		return nil, false
 	}
 	return u, true
+}
+
+// runtimeHandler names the handler serving pod, for the refusal memory; ""
+// when the URL source cannot tell, or the lookup fails (the offer then
+// goes ahead and its answer is what counts).
+func (s *Server) runtimeHandler(ctx context.Context, pod cri.PodRef) string {
+	hs, ok := s.cfg.URLs.(cri.HandlerSource)
+	if !ok {
+		return ""
+	}
+	h, err := hs.RuntimeHandler(ctx, pod)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Runtime handler unknown", "pod", pod, "err", err)
+		return ""
+	}
+	return h
 }

@@ -169,8 +169,9 @@ func headerList(h http.Header, key string) []string {
 // translate or tunnel as candidates for the runtime's own WebSocket support.
 func (s *Server) decide(r *http.Request, sub string) decision {
 	d := classify(r, sub, s.webSocketsEnabled())
-	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) &&
-		s.direct.worthTrying(sub, d.protocol)
+	// Whether this pod's runtime handler refused lately is known only
+	// after its lookup (offerDirect).
+	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) && s.direct.auto()
 	return d
 }
 

@@ -112,6 +112,51 @@ func TestDirectOfferRemembersRefusal(t *testing.T) {
 	}
 }
 
+// handlerLookup says pod "sandboxed" runs on handler kata, every other pod
+// on the default.
+type handlerLookup struct{ fakeLookup }
+
+func (handlerLookup) RuntimeHandler(_ context.Context, pod cri.PodRef) (string, error) {
+	if pod.Name == "sandboxed" {
+		return "kata", nil
+	}
+	return "", nil
+}
+
+// TestDirectRefusalPerHandler: a refusal is remembered for the runtime
+// handler that refused, so a pod on another handler is still offered
+// the WebSocket.
+func TestDirectRefusalPerHandler(t *testing.T) {
+	log := &runtimeLog{}
+	runtimeSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.mu.Lock()
+		log.seen = append(log.seen, strings.TrimSpace(r.Method+" "+r.Header.Get("Upgrade")))
+		log.mu.Unlock()
+		http.Error(w, "not here", http.StatusForbidden)
+	}))
+	defer runtimeSrv.Close()
+	s, err := New(Config{Lookup: handlerLookup{}, Runtime: &fakeRuntime{base: runtimeSrv.URL}, Direct: DirectConfig{Mode: DirectAuto, Recheck: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(s)
+	defer front.Close()
+	for i, tc := range []struct {
+		pod  string
+		want string
+	}{
+		{"plain", "GET websocket|POST SPDY/3.1"},     // offered, refused, translated
+		{"sandboxed", "GET websocket|POST SPDY/3.1"}, // another handler: offered too
+		{"plain", "POST SPDY/3.1"},                   // the default handler's refusal remembered
+		{"sandboxed", "POST SPDY/3.1"},               // and kata's
+	} {
+		v5Session(t, front.URL+"/exec/ns/"+tc.pod+"/ctr?command=ls&output=1")
+		if got := strings.Join(log.take(), "|"); got != tc.want {
+			t.Errorf("session %d (pod %s): runtime saw %q, want %q", i, tc.pod, got, tc.want)
+		}
+	}
+}
+
 // v5Session opens a v5 WebSocket and returns what arrives on the error
 // channel before the server closes.
 func v5Session(t *testing.T, rawURL string) string {

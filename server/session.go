@@ -38,6 +38,7 @@ type session struct {
 	ev      *audit.Event
 	started bool
 	rec     *recording.Recorder // a tty session's recording, if any
+	handler string              // the pod's runtime handler, once a direct offer looked it up
 }
 
 // begin starts tracking a request. A direct candidate's count waits until
