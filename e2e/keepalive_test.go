@@ -71,26 +71,42 @@ func TestKeepalive(t *testing.T) {
 // the default 30 s pings) still closes the session on time, not at the
 // next ping.
 func TestIdleTimeoutShorterThanPingPeriod(t *testing.T) {
-	log := filepath.Join(t.TempDir(), "audit.log")
-	n := startNode(t, withTimeouts(30*time.Second, 60*time.Second, 2*time.Second), withAudit(log))
-	start := time.Now()
-	res := n.exec("websocket", nil, "sleep", "30")
-	if res.err == nil || !strings.Contains(res.err.Error(), "session idle for 2s, closed by the node") {
-		t.Fatalf("got %v; want the idle-timeout status", res.err)
-	}
-	if d := time.Since(start); d < 2*time.Second || d > 6*time.Second {
-		t.Fatalf("a session idle past 2s was closed after %v", d)
-	}
-	// The audit record says the node ended it.
-	waitFor(t, 10*time.Second, func() bool {
-		for _, e := range auditLog(t, log) {
-			if e.Stage == "ResponseComplete" && e.EndedBy == "node" {
-				return true
+	// Translated, and spliced to a runtime that speaks v5 itself: the
+	// node's idle timeout governs both.
+	for _, tc := range []struct {
+		name  string
+		route string
+		opts  []nodeOption
+	}{
+		{"translated", "translated", nil},
+		{"direct", "direct", []nodeOption{withWebSocketRuntime()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "audit.log")
+			n := startNode(t, append([]nodeOption{withTimeouts(30*time.Second, 60*time.Second, 2*time.Second), withAudit(log)}, tc.opts...)...)
+			start := time.Now()
+			res := n.exec("websocket", nil, "sleep", "30")
+			if res.err == nil || !strings.Contains(res.err.Error(), "session idle for 2s, closed by the node") {
+				t.Fatalf("got %v; want the idle-timeout status", res.err)
 			}
-		}
-		return false
-	})
-	n.waitIdle(10 * time.Second)
+			if d := time.Since(start); d < 2*time.Second || d > 6*time.Second {
+				t.Fatalf("a session idle past 2s was closed after %v", d)
+			}
+			if got := n.requests("exec", tc.route); got != 1 {
+				t.Fatalf("route %s taken %v times", tc.route, got)
+			}
+			// The audit record says the node ended it.
+			waitFor(t, 10*time.Second, func() bool {
+				for _, e := range auditLog(t, log) {
+					if e.Stage == "ResponseComplete" && e.EndedBy == "node" {
+						return true
+					}
+				}
+				return false
+			})
+			n.waitIdle(10 * time.Second)
+		})
+	}
 }
 
 // TestMemoryBoundedWithStalledReader: a client that stops reading must not

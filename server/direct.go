@@ -153,6 +153,9 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 		ss.ended("runtime", errors.New("container runtime connection lost"))
 		ss.failed("session")
 	}
+	if res.IdleTimeout {
+		ss.ended("node", nil)
+	}
 	logger.V(3).Info("Direct session ended", "bytesUp", res.BytesUp, "bytesDown", res.BytesDown,
 		"runtimeLost", res.RuntimeLost, "duration", time.Since(ss.start))
 	return nil

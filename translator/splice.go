@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -30,6 +31,9 @@ type SpliceResult struct {
 	// and v4.channel.k8s.io; nil: none, one longer than statusMax, or a
 	// protocol without one).
 	Status *metav1.Status
+	// IdleTimeout: the node ended the session after cfg.IdleTimeout
+	// without a byte either way, and told the client so.
+	IdleTimeout bool
 }
 
 // Splice carries a WebSocket session between a client and a runtime that
@@ -40,8 +44,10 @@ type SpliceResult struct {
 // with a bare TCP close: between frames kubestream adds what the runtime
 // should have sent — for v5 a status on the error channel, and a close
 // frame (1000 after a status, 1011 for the tunnel). When ctx ends (the node
-// shutting down) the frame in flight is finished first, within
-// cfg.CloseGrace, and the client hears the same. When one side ends, the
+// shutting down), or no byte crossed either way for cfg.IdleTimeout (the
+// kubelet's streamingConnectionIdleTimeout, which governs direct sessions
+// as it does translated ones), the frame in flight is finished first,
+// within cfg.CloseGrace, and the client hears why. When one side ends, the
 // other gets a half-close and cfg.CloseGrace to finish its closing
 // handshake; then both connections close. Splice returns after both copies
 // have.
@@ -65,13 +71,14 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		cf = &clientFollower{obs: obs}
 	}
 	upDone := make(chan uint64, 1)
+	var activity atomic.Uint64 // reads either way, for the idle timeout
 	// cw keeps the node's own frames (pongs, legacy only) from landing
 	// inside a frame the down copy is writing.
 	var cw sync.Mutex
 	if legacy {
 		go func() { upDone <- spliceUpAnsweringPings(client, rt, &cw, cfg.BufferSize, cf) }()
 	} else {
-		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize, cf) }()
+		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize, cf, &activity) }()
 	}
 	closeBoth := func() { client.Close(); rt.Close() }
 	// Ending the session from here (the node shutting down) must not cut
@@ -83,13 +90,45 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		stopping   atomic.Bool // under mu when set
 		graceArmed bool        // the reader's deadline for the frame in flight; under mu
 	)
-	stop := context.AfterFunc(ctx, func() {
+	wake := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		stopping.Store(true)
 		_ = rt.SetReadDeadline(time.Now())
-	})
+	}
+	stop := context.AfterFunc(ctx, wake)
 	defer stop()
+	var idled atomic.Bool
+	if !legacy && cfg.IdleTimeout > 0 {
+		// A timer, not a parked goroutine, checks at a quarter of the
+		// timeout whether anything moved.
+		tick := max(cfg.IdleTimeout/4, 50*time.Millisecond)
+		var last uint64
+		idleSince := time.Now()
+		var timer *time.Timer
+		check := func() {
+			if n := activity.Load(); n != last {
+				last, idleSince = n, time.Now()
+			} else if time.Since(idleSince) >= cfg.IdleTimeout {
+				idled.Store(true)
+				wake()
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !stopping.Load() {
+				timer.Reset(tick)
+			}
+		}
+		mu.Lock()
+		timer = time.AfterFunc(tick, check)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			timer.Stop()
+			mu.Unlock()
+		}()
+	}
 	// armGrace reports whether the session is ending, replacing the
 	// wake-up deadline with the grace for the rest of the frame.
 	armGrace := func() bool {
@@ -118,13 +157,17 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		want := buf
 		if armGrace() {
 			if f.atBoundary() {
-				readErr = ctx.Err()
+				readErr = context.Cause(ctx)
+				if readErr == nil {
+					readErr = errSessionIdle
+				}
 				break
 			}
 			want = buf[:f.rest(len(buf))]
 		}
 		n, err := rt.Read(want)
 		if n > 0 {
+			activity.Add(1)
 			if !midFrame {
 				cw.Lock()
 				midFrame = true
@@ -164,7 +207,11 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	}
 	if readErr != nil && !f.sawClose {
 		msg := "session cancelled: the node's streaming server is shutting down"
-		if ctx.Err() == nil {
+		switch {
+		case idled.Load() && ctx.Err() == nil:
+			res.IdleTimeout = true
+			msg = fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)
+		case ctx.Err() == nil:
 			res.RuntimeLost = true
 			msg = "container runtime connection lost"
 			if !errors.Is(readErr, io.EOF) {
@@ -185,16 +232,20 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	return res
 }
 
+// errSessionIdle ends a spliced session the idle timeout stopped.
+var errSessionIdle = errors.New("session idle")
+
 // spliceUp copies the client's bytes to the runtime unchanged (the runtime
 // checks its frames itself) until the client's side ends, then half-closes
 // the runtime's. Its buffer is held for the session: the copy blocks in a
 // read with it, as io.CopyBuffer does.
-func spliceUp(client, rt net.Conn, size int, cf *clientFollower) uint64 {
+func spliceUp(client, rt net.Conn, size int, cf *clientFollower, activity *atomic.Uint64) uint64 {
 	buf := make([]byte, size)
 	var up uint64
 	rtGone := false
 	for {
 		n, err := client.Read(buf)
+		activity.Add(1)
 		if n > 0 && cf != nil {
 			cf.follow(buf[:n])
 		}
