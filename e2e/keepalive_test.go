@@ -109,6 +109,46 @@ func TestIdleTimeoutShorterThanPingPeriod(t *testing.T) {
 	}
 }
 
+// TestIdleDespiteClientPings: pings are no activity. kubectl pings every
+// 5 s, more often than a kubelet's idle timeout may be; a session with
+// nothing but pings crossing it is idle, translated or spliced.
+func TestIdleDespiteClientPings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []nodeOption
+	}{
+		{"translated", nil},
+		{"direct", []nodeOption{withWebSocketRuntime()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, append([]nodeOption{withTimeouts(30*time.Second, 60*time.Second, 2*time.Second)}, tc.opts...)...)
+			c := n.v5Conn(t, "command=sleep&command=30&output=1")
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(300 * time.Millisecond):
+						if c.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second)) != nil {
+							return
+						}
+					}
+				}
+			}()
+			start := time.Now()
+			st, _, _ := readUntilClose(t, c)
+			if st == nil || !strings.Contains(st.Message, "session idle for 2s, closed by the node") {
+				t.Fatalf("status %+v; want the idle-timeout status", st)
+			}
+			if d := time.Since(start); d > 8*time.Second {
+				t.Fatalf("closed after %v", d)
+			}
+		})
+	}
+}
+
 // TestMemoryBoundedWithStalledReader: a client that stops reading must not
 // make anything buffer the stream. Everything (client, kubestream, runtime)
 // runs in this process, so the heap bounds them all.

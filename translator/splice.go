@@ -71,7 +71,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		cf = &clientFollower{obs: obs}
 	}
 	upDone := make(chan uint64, 1)
-	var activity atomic.Uint64 // reads either way, for the idle timeout
+	var activity atomic.Uint64 // data frames either way, for the idle timeout
 	// cw keeps the node's own frames (pongs, legacy only) from landing
 	// inside a frame the down copy is writing.
 	var cw sync.Mutex
@@ -167,12 +167,15 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		}
 		n, err := rt.Read(want)
 		if n > 0 {
-			activity.Add(1)
 			if !midFrame {
 				cw.Lock()
 				midFrame = true
 			}
+			data := f.data
 			f.follow(buf[:n])
+			if f.data != data {
+				activity.Add(1)
+			}
 			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, werr := client.Write(buf[:n])
 			if f.atBoundary() {
@@ -243,9 +246,16 @@ func spliceUp(client, rt net.Conn, size int, cf *clientFollower, activity *atomi
 	buf := make([]byte, size)
 	var up uint64
 	rtGone := false
+	var frames frameFollower // what is data, for the idle timeout: kubectl's pings are not
 	for {
 		n, err := client.Read(buf)
-		activity.Add(1)
+		if n > 0 {
+			data := frames.data
+			frames.follow(buf[:n])
+			if frames.data != data {
+				activity.Add(1)
+			}
+		}
 		if n > 0 && cf != nil {
 			cf.follow(buf[:n])
 		}
@@ -346,6 +356,7 @@ type frameFollower struct {
 	hdrLen   int   // header bytes seen of the frame starting now
 	left     int64 // payload bytes of the current frame still to come
 	sawClose bool
+	data     uint64 // data frames' payload bytes so far (pings and pongs keep no session busy)
 
 	// For the binary channel protocols (v5, v4.channel.k8s.io), the error
 	// channel's last message is kept (the audit record's exit code), in a
@@ -424,6 +435,9 @@ func (f *frameFollower) follow(b []byte) {
 		if f.left > 0 {
 			k := min(f.left, int64(len(b)))
 			f.keep(b[:k])
+			if !f.control {
+				f.data += uint64(k)
+			}
 			f.left -= k
 			b = b[k:]
 			continue
