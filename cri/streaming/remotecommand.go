@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 
@@ -60,10 +61,10 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 		p.stdin = stdinR
 	}
 	if opts.Stdout {
-		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize}
+		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize, tls: !plainTCP(ws.NetConn())}
 	}
 	if opts.Stderr && !opts.TTY {
-		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize}
+		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize, tls: !plainTCP(ws.NetConn())}
 	}
 	var resize chan TerminalSize
 	if opts.TTY {
@@ -256,6 +257,7 @@ type outWriter struct {
 	wc   *wire.Conn
 	ch   byte
 	size int
+	tls  bool // the connection is not plain TCP
 }
 
 // Copy buffers, borrowed per message: stdin's of BufferSize, output's one
@@ -263,14 +265,18 @@ type outWriter struct {
 var outBufs, inBufs sync.Pool
 
 func (o *outWriter) Write(p []byte) (int, error) {
-	bp := getBuf(&outBufs, 1+o.size)
-	defer outBufs.Put(bp)
-	buf := *bp
-	buf[0] = o.ch
+	// The scratch buffer is for connections WriteChannel cannot write p
+	// to as it is (TLS); borrowed only then.
+	var scratch []byte
+	if o.tls {
+		bp := getBuf(&outBufs, 1+o.size)
+		defer outBufs.Put(bp)
+		scratch = *bp
+	}
 	written := 0
 	for len(p) > 0 {
-		k := copy(buf[1:], p)
-		if err := o.wc.WriteFrame(buf[:1+k]); err != nil {
+		k := min(len(p), o.size)
+		if err := o.wc.WriteChannel(o.ch, p[:k], scratch); err != nil {
 			return written, err
 		}
 		p, written = p[k:], written+k
@@ -281,3 +287,8 @@ func (o *outWriter) Write(p []byte) (int, error) {
 // Close is a no-op: v5 ends output with the status, after the runtime's
 // call returned.
 func (o *outWriter) Close() error { return nil }
+
+func plainTCP(c net.Conn) bool {
+	_, ok := c.(*net.TCPConn)
+	return ok
+}

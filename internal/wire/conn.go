@@ -65,6 +65,9 @@ type Conn struct {
 	writeDeadline time.Time // under mu
 
 	rd readState // the read side (read.go), the read loop's alone
+
+	hdr []byte    // WriteChannel's header, under mu
+	iov [2][]byte // WriteChannel's writev, under mu
 }
 
 // slack is how far a deadline may lag behind where it would be if moved on
@@ -116,7 +119,7 @@ func (c *Conn) StartKeepalive(onTick, onIdle func()) {
 			onIdle()
 			return
 		}
-		_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(c.cfg.WriteTimeout))
+		c.writeControl(websocket.PingMessage, nil, now.Add(c.cfg.WriteTimeout))
 		if onTick != nil {
 			onTick()
 		}
@@ -159,6 +162,46 @@ func (c *Conn) WriteFrame(buf []byte) error {
 	}
 	c.activity.Add(1)
 	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
+}
+
+// writeControl sends a control frame under mu: WriteChannel writes to the
+// connection beside gorilla, so every write goes through mu.
+func (c *Conn) writeControl(op int, payload []byte, deadline time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ws.WriteControl(op, payload, deadline)
+}
+
+// WriteChannel sends one binary message of ch followed by p, without
+// copying p where the connection is plain TCP: the frame header and ch go
+// in one small buffer and p after it, in one writev. On other connections
+// (TLS) it is WriteFrame with a copy through scratch. Stdout is the runtime
+// side's hottest path; gorilla would copy each message into its write
+// buffer first.
+func (c *Conn) WriteChannel(ch byte, p []byte, scratch []byte) error {
+	if _, plain := c.ws.NetConn().(*net.TCPConn); !plain {
+		return c.WriteFrame(append(append(scratch[:0], ch), p...))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrSessionClosed
+	}
+	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > slack(c.cfg.WriteTimeout) {
+		c.writeDeadline = want
+		_ = c.ws.SetWriteDeadline(want) // gorilla's writes set it from its own copy
+		if err := c.ws.NetConn().SetWriteDeadline(want); err != nil {
+			return err
+		}
+	}
+	c.activity.Add(1)
+	c.hdr = appendHeader(c.hdr[:0], OpBinary, 1+len(p))
+	c.hdr = append(c.hdr, ch)
+	c.iov[0], c.iov[1] = c.hdr, p
+	bufs := net.Buffers(c.iov[:])
+	_, err := bufs.WriteTo(c.ws.NetConn())
+	c.iov[1] = nil // p is the caller's
+	return err
 }
 
 // CloseWith writes last (if any) as the final data frame, then a close frame,

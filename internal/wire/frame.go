@@ -48,17 +48,21 @@ func PayloadLen(h []byte) uint64 {
 
 // ServerFrame appends one unmasked, final frame to dst.
 func ServerFrame(dst []byte, op int, payload []byte) []byte {
+	return append(appendHeader(dst, op, len(payload)), payload...)
+}
+
+// appendHeader appends the header of an unmasked, final frame of n payload
+// bytes.
+func appendHeader(dst []byte, op, n int) []byte {
 	dst = append(dst, Fin|byte(op))
-	switch n := len(payload); {
+	switch {
 	case n <= MaxControl:
-		dst = append(dst, byte(n))
+		return append(dst, byte(n))
 	case n < 1<<16:
-		dst = append(dst, Len16, byte(n>>8), byte(n))
-	default:
-		dst = append(dst, Len64)
-		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+		return append(dst, Len16, byte(n>>8), byte(n))
 	}
-	return append(dst, payload...)
+	dst = append(dst, Len64)
+	return binary.BigEndian.AppendUint64(dst, uint64(n))
 }
 
 // unmask XORs b with the 4-byte key starting at key position pos and returns

@@ -198,7 +198,7 @@ func (c *Conn) control(op, n int) error {
 	c.extendReadDeadline()
 	switch op {
 	case OpPing:
-		err := c.ws.WriteControl(websocket.PongMessage, payload, time.Now().Add(c.cfg.WriteTimeout))
+		err := c.writeControl(websocket.PongMessage, payload, time.Now().Add(c.cfg.WriteTimeout))
 		if err != nil && !errors.Is(err, websocket.ErrCloseSent) && !IsTimeout(err) {
 			return err
 		}
@@ -219,7 +219,7 @@ func (c *Conn) control(op, n int) error {
 		if code != websocket.CloseNoStatusReceived {
 			reply = websocket.FormatCloseMessage(code, "")
 		}
-		_ = c.ws.WriteControl(websocket.CloseMessage, reply, time.Now().Add(c.cfg.WriteTimeout))
+		_ = c.writeControl(websocket.CloseMessage, reply, time.Now().Add(c.cfg.WriteTimeout))
 		return &websocket.CloseError{Code: code, Text: text}
 	}
 	return nil
