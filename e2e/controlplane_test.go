@@ -401,7 +401,9 @@ func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
 	// Several connections at once share the one port-forward session.
 	errs := make(chan error, 4)
 	for i := range 4 {
-		go func() { errs <- echoCheck(local, []byte(strings.Repeat(fmt.Sprintf("connection %d through kubectl port-forward ", i), 500))) }()
+		go func() {
+			errs <- echoCheck(local, []byte(strings.Repeat(fmt.Sprintf("connection %d through kubectl port-forward ", i), 500)))
+		}()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
