@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-apiserver test-kubelet test-chain fuzz bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-chain fuzz bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -37,6 +37,10 @@ fuzz:
 ## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
 test-containerd:
 	hack/containerd-e2e.sh
+
+## test-critest: critest v1.37.0's streaming cases over WebSockets against containerd with kubestream's runtime-side server (and stock, which refuses them).
+test-critest:
+	hack/critest.sh
 
 ## test-apiserver: kubectl through a real kube-apiserver v1.37.2 to kubestream (builds them once, see hack/kube.sh).
 test-apiserver:
