@@ -12,7 +12,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS=-buildvcs=false
 go build -o bin/kubestream-bench ./bench
+if [[ " $* " == *" -only runtime "* ]]; then
+	exec bin/kubestream-bench -out bench/results-runtime.md "$@"
+fi
 bin/kubestream-bench -out bench/results.md -svg bench/results.svg "$@"
+echo
+echo "== the runtime side: kubestream's runtime-side server against cri-streaming's, and the node's whole chain"
+bin/kubestream-bench -only runtime -size $((512 << 20)) -out bench/results-runtime.md
 echo
 echo "== the same in one process (client, translators and backend share a Go runtime)"
 bin/kubestream-bench -inproc -out bench/results-inproc.md -svg bench/results-inproc.svg "$@"
