@@ -127,7 +127,9 @@ type testServer struct {
 	stop func()
 }
 
-func start(t *testing.T, mod func(*Config)) *testServer {
+func start(t *testing.T, mod func(*Config)) *testServer { return startServer(t, mod, false) }
+
+func startServer(t *testing.T, mod func(*Config), useTLS bool) *testServer {
 	t.Helper()
 	echo := tcpEcho(t)
 	reg := prometheus.NewRegistry()
@@ -145,7 +147,13 @@ func start(t *testing.T, mod func(*Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	if useTLS {
+		hs.StartTLS()
+		cfg.BaseURL.Scheme = "https"
+	} else {
+		hs.Start()
+	}
 	cfg.BaseURL.Host = hs.Listener.Addr().String()
 	ts := &testServer{Server: srv, url: hs.URL, m: m}
 	ts.stop = func() { _ = srv.Stop(); hs.Close() }
@@ -196,7 +204,7 @@ func run(t *testing.T, protocol, rawURL string, stdin io.Reader, tty bool, sizes
 	t.Helper()
 	var exec remotecommand.Executor
 	var err error
-	cfg := &rest.Config{Host: "http://unused"}
+	cfg := &rest.Config{Host: "http://unused", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 	switch protocol {
 	case "v5":
 		exec, err = remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, rawURL)
@@ -446,5 +454,20 @@ func TestClientLeaves(t *testing.T) {
 			t.Fatalf("%d sessions still open after the client left", n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestV5OverTLS: a runtime serving its URLs over TLS (containerd's
+// enable_tls_streaming) gets the same v5 sessions; output goes through the
+// copying write path there.
+func TestV5OverTLS(t *testing.T) {
+	ts := startServer(t, nil, true)
+	r := run(t, "v5", ts.execURL(t, false, false, true, "exit", "5"), nil, false, nil)
+	if exitCode(r.err) != 5 || r.stdout != "bye\n" || r.stderr != "err\n" {
+		t.Fatalf("exit over TLS: %+v", r)
+	}
+	r = run(t, "v5", ts.execURL(t, false, false, false, "lines", "100000"), nil, false, nil)
+	if r.err != nil || strings.Count(r.stdout, "\n") != 100000 {
+		t.Fatalf("lines over TLS: err %v, %d lines", r.err, strings.Count(r.stdout, "\n"))
 	}
 }
