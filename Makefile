@@ -26,7 +26,7 @@ test-short:
 ## fuzz: every fuzz target (the parsers of untrusted bytes) for FUZZTIME each; crashers land in testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
-	translator:FuzzFrameFollowers translator:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
+	translator:FuzzFrameFollowers internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
 	cri/streaming:FuzzV5Client
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
