@@ -117,6 +117,7 @@ state = "$DIR/state"
   snapshotter = "native"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "docker.io/kubestream/pause:e2e"
+$([ -z "${KUBESTREAM_REGISTRY_HOSTS:-}" ] || printf "  [plugins.'io.containerd.cri.v1.images'.registry]\n    config_path = \"%s\"\n" "$KUBESTREAM_REGISTRY_HOSTS")
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
@@ -174,10 +175,21 @@ up() {
 	MPORT=$(if [ -n "${KUBESTREAM_FREEPORT:-}" ]; then "$KUBESTREAM_FREEPORT"; else cd "$ROOT" && go run ./hack/tools/freeport; fi)
 	GOARCH=$(go env GOARCH)
 
-	(cd "$ROOT" && go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)
-	cat >"$DIR/cni/conf/10-kubestream.conflist" <<EOF
+	if [ -n "${KUBESTREAM_CNI_BRIDGE:-}" ]; then
+		# Pods with an address on a bridge (critest fetches a page from
+		# the pod's IP): the reference CNI plugins, run only inside the
+		# network namespace the caller made for this containerd.
+		cp "$KUBESTREAM_CNI_BRIDGE"/{bridge,host-local,loopback} "$DIR/cni/bin/"
+		cat >"$DIR/cni/conf/10-kubestream.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "kubestream-bridge", "plugins": [{"type": "bridge", "bridge": "ks0", "isGateway": true,
+ "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/24"}]]}}]}
+EOF
+	else
+		(cd "$ROOT" && go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)
+		cat >"$DIR/cni/conf/10-kubestream.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "kubestream-e2e", "plugins": [{"type": "loopback"}]}
 EOF
+	fi
 	if [[ $version == 1* ]]; then config_v2 >"$DIR/config.toml"; else config_v3 >"$DIR/config.toml"; fi
 
 	echo "$bins" >"$DIR/bins"
