@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
 	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/internal/wiretest"
@@ -36,7 +35,7 @@ func FuzzV5Client(f *testing.F) {
 		resize := make(chan TerminalSize, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- readV5(wc, pw, resize, &remotecommandserver.Options{Stdin: true, Stdout: true, TTY: true}, 4096)
+			done <- readV5(wc, pw, resize, 4096)
 		}()
 		select {
 		case err := <-done:

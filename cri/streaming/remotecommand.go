@@ -92,7 +92,7 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	})
 	defer stopOnShutdown()
 
-	rerr := readV5(wc, stdin, resize, opts, s.config.BufferSize)
+	rerr := readV5(wc, stdin, resize, s.config.BufferSize)
 	if resize != nil {
 		close(resize) // only readV5 sends on it
 	}
@@ -130,7 +130,7 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 // readV5 reads the client's messages until its close, an error, or the
 // grace after the session's status. stdin and resize are nil when the
 // session has none.
-func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, opts *remotecommandserver.Options, size int) error {
+func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size int) error {
 	var sizes wire.ResizeStream
 	var ch [1]byte
 	var small [4096]byte // resize and close-signal messages

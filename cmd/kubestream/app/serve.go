@@ -134,7 +134,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RuntimeWebSocketStreaming, "runtime-websocket-streaming", o.RuntimeWebSocketStreaming, "auto: offer clients' v5 and port-forward tunnel WebSockets to the container runtime unchanged first, translating when it refuses (the refusal is remembered for --runtime-websocket-recheck-period); never: always translate.")
 	fs.DurationVar(&o.RuntimeWebSocketRecheckPeriod, "runtime-websocket-recheck-period", o.RuntimeWebSocketRecheckPeriod, "How long a runtime's refusal of a WebSocket protocol is remembered before it is offered again.")
 	fs.BoolVar(&o.ReferenceRelativeURLs, "reference-relative-urls", o.ReferenceRelativeURLs, "Make the embedded reference runtime return scheme-relative streaming URLs (//host:port/cri/exec/…), as cri-dockerd does.")
-	fs.BoolVar(&o.ReferenceWebSockets, "reference-websockets", o.ReferenceWebSockets, "Make the embedded reference runtime speak v5 and the port-forward tunnel itself, like a runtime implementing KEP-4006 (exercises the direct path).")
+	fs.BoolVar(&o.ReferenceWebSockets, "reference-websockets", o.ReferenceWebSockets, "Serve the embedded reference runtime's streaming URLs with kubestream's runtime-side server (cri/streaming), which speaks v5 and the port-forward tunnel itself, as a runtime adopting it does (exercises the direct path); false: cri-streaming's, which refuses both.")
 	fs.StringArrayVar(&o.ReferencePods, "reference-pod", o.ReferencePods, "A pod of the embedded reference runtime: namespace/pod/container=command args (repeatable).")
 	o.Features.AddFlag(fs)
 }
