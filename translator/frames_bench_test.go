@@ -58,11 +58,11 @@ func BenchmarkFrameIn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
+		bp := wire.GetBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
 		if err := s.handleMessage(r, *bp); err != nil {
 			b.Fatal(err)
 		}
-		putBuf(bp)
+		wire.PutBuf(bp)
 	}
 }
 

@@ -326,8 +326,8 @@ func (s *rcSession) output(ch byte, length int) error {
 	}
 	// Spare room behind the payload lets the runtime reader take the next
 	// frame's header in the same read (see readPayload).
-	bp := getBuf(1 + s.cfg.BufferSize + wire.ReadBufSize)
-	defer putBuf(bp)
+	bp := wire.GetBuf(1 + s.cfg.BufferSize + wire.ReadBufSize)
+	defer wire.PutBuf(bp)
 	buf := *bp
 	buf[0] = ch
 	for rem := length; rem > 0; {
@@ -384,9 +384,9 @@ func (s *rcSession) readLoop() error {
 		// client bytes go to the runtime without a copy, and spare room
 		// behind a full message for the reader to read on into the next
 		// frame's header (one read syscall per message, not two).
-		bp := getBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
+		bp := wire.GetBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
 		err = s.handleMessage(r, *bp)
-		putBuf(bp)
+		wire.PutBuf(bp)
 		if err != nil {
 			return err
 		}

@@ -192,8 +192,8 @@ func (r *spdyRelay) up() {
 	// streams (stdin) interleaved with control frames it must rewrite, and
 	// what it holds is what the kubelet's own SPDY proxy (io.Copy each
 	// way) holds per session too.
-	bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)
-	defer putBuf(bp)
+	bp := wire.GetBuf(spdyHeaderLen + r.cfg.BufferSize)
+	defer wire.PutBuf(bp)
 	buf := *bp
 	err := func() error {
 		for {
@@ -395,7 +395,7 @@ func (r *spdyRelay) down() error {
 				ends = spdyStreamID(id)
 			}
 		}
-		bp := getBuf(spdyHeaderLen + r.cfg.BufferSize)
+		bp := wire.GetBuf(spdyHeaderLen + r.cfg.BufferSize)
 		copy(*bp, h[:])
 		r.wmu.Lock()
 		var seen func([]byte)
@@ -407,7 +407,7 @@ func (r *spdyRelay) down() error {
 		if err == nil && r.jsonStatus && h[0]&spdyControlBit == 0 && n > 0 {
 			r.keepStatus(spdyStreamID(h[:]), (*bp)[spdyHeaderLen:], n)
 		}
-		putBuf(bp)
+		wire.PutBuf(bp)
 		if err != nil {
 			if wrote {
 				// Half a frame went out: nothing more can be framed

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"sync"
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +45,7 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	if err != nil {
 		return // the upgrader answered
 	}
-	defer s.track(ws.NetConn())()
+	defer s.track()()
 	wc := wire.NewConn(ws, &s.config.Limits)
 	defer wc.Shutdown()
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -61,10 +59,10 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 		p.stdin = stdinR
 	}
 	if opts.Stdout {
-		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize, tls: !plainTCP(ws.NetConn())}
+		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize}
 	}
 	if opts.Stderr && !opts.TTY {
-		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize, tls: !plainTCP(ws.NetConn())}
+		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize}
 	}
 	var resize chan TerminalSize
 	if opts.TTY {
@@ -79,6 +77,9 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 			stdinR.CloseWithError(errProcessDone)
 		}
 		st := wire.ExitStatus(err)
+		if s.ctx.Err() != nil {
+			st = shutdownStatus() // the call ended because the server stops
+		}
 		wc.CloseWith(wire.StatusFrame(st), websocket.CloseNormalClosure, "")
 		done <- st
 	}()
@@ -88,7 +89,9 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 		cancel()
 	})
 	stopOnShutdown := context.AfterFunc(ctx, func() {
-		wc.CloseWith(wire.StatusFrame(wire.InternalError("container runtime streaming server shutting down")), websocket.CloseGoingAway, "")
+		// 1000 after a status, as the translator ends a session at shutdown:
+		// client-go reports the status, not the close.
+		wc.CloseWith(wire.StatusFrame(shutdownStatus()), websocket.CloseNormalClosure, "")
 	})
 	defer stopOnShutdown()
 
@@ -125,6 +128,10 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	cancel()
 	st := <-done
 	logger.V(3).Info("Session ended", "status", st.Status, "reason", st.Reason)
+}
+
+func shutdownStatus() *metav1.Status {
+	return wire.InternalError("container runtime streaming server shutting down")
 }
 
 // readV5 reads the client's messages until its close, an error, or the
@@ -221,8 +228,8 @@ func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size 
 // io.Copy would allocate one per message (neither side is a ReaderFrom or
 // WriterTo), and a quiet session holds none.
 func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
-	bp := getBuf(&inBufs, size)
-	defer inBufs.Put(bp)
+	bp := wire.GetBuf(size)
+	defer wire.PutBuf(bp)
 	buf := *bp
 	for {
 		n, err := r.Read(buf)
@@ -240,43 +247,20 @@ func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
 	}
 }
 
-// getBuf borrows a buffer of size bytes from pool.
-func getBuf(pool *sync.Pool, size int) *[]byte {
-	bp, _ := pool.Get().(*[]byte)
-	if bp == nil || len(*bp) != size {
-		b := make([]byte, size)
-		bp = &b
-	}
-	return bp
-}
-
 // outWriter is the process's stdout or stderr: each Write becomes v5
-// messages of at most size bytes, through a pooled buffer so a quiet
-// session holds none.
+// messages of at most size bytes (wire.Conn.WriteChannel), holding no
+// buffer between writes.
 type outWriter struct {
 	wc   *wire.Conn
 	ch   byte
 	size int
-	tls  bool // the connection is not plain TCP
 }
 
-// Copy buffers, borrowed per message: stdin's of BufferSize, output's one
-// byte more for the channel.
-var outBufs, inBufs sync.Pool
-
 func (o *outWriter) Write(p []byte) (int, error) {
-	// The scratch buffer is for connections WriteChannel cannot write p
-	// to as it is (TLS); borrowed only then.
-	var scratch []byte
-	if o.tls {
-		bp := getBuf(&outBufs, 1+o.size)
-		defer outBufs.Put(bp)
-		scratch = *bp
-	}
 	written := 0
 	for len(p) > 0 {
 		k := min(len(p), o.size)
-		if err := o.wc.WriteChannel(o.ch, p[:k], scratch); err != nil {
+		if err := o.wc.WriteChannel(o.ch, p[:k]); err != nil {
 			return written, err
 		}
 		p, written = p[k:], written+k
@@ -287,8 +271,3 @@ func (o *outWriter) Write(p []byte) (int, error) {
 // Close is a no-op: v5 ends output with the status, after the runtime's
 // call returned.
 func (o *outWriter) Close() error { return nil }
-
-func plainTCP(c net.Conn) bool {
-	_, ok := c.(*net.TCPConn)
-	return ok
-}

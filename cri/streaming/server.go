@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -142,11 +143,10 @@ func NewServer(config Config, runtime Runtime) (Server, error) {
 	}
 	l.IdleTimeout = config.StreamIdleTimeout
 	s := &server{
-		config:   config,
-		runtime:  runtime,
-		adapter:  &criAdapter{runtime},
-		tokens:   newTokens(),
-		sessions: map[net.Conn]struct{}{},
+		config:  config,
+		runtime: runtime,
+		adapter: &criAdapter{runtime},
+		tokens:  newTokens(),
 		// cri-streaming serves the others; it must not see the ones
 		// served here (it would refuse them).
 		upstreamRC: without(config.SupportedRemoteCommandProtocols, ProtocolV5),
@@ -191,8 +191,7 @@ type server struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
-	mu       sync.Mutex
-	sessions map[net.Conn]struct{}
+	active atomic.Int64 // natively served sessions open
 }
 
 func without(list []string, drop string) []string {
@@ -285,30 +284,19 @@ func (s *server) Start(stayUp bool) error {
 	return s.http.Serve(l)
 }
 
-// Stop closes the listener and every connection, natively served sessions
-// among them (each ends its runtime call through its context).
+// Stop closes the listener and the connections cri-streaming serves, and
+// ends the natively served sessions through their context: each tells its
+// client the server is going away, closes with a close handshake and ends
+// its runtime call.
 func (s *server) Stop() error {
 	s.stop()
-	err := s.http.Close()
-	s.mu.Lock()
-	for c := range s.sessions {
-		_ = c.Close()
-	}
-	s.mu.Unlock()
-	return err
+	return s.http.Close()
 }
 
-// track registers a hijacked connection for Stop; the returned func
-// forgets it.
-func (s *server) track(c net.Conn) func() {
-	s.mu.Lock()
-	s.sessions[c] = struct{}{}
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		delete(s.sessions, c)
-		s.mu.Unlock()
-	}
+// track counts a natively served session until the returned func is called.
+func (s *server) track() func() {
+	s.active.Add(1)
+	return func() { s.active.Add(-1) }
 }
 
 // offers reports whether r is a WebSocket upgrade offering protocol.

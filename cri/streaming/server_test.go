@@ -444,9 +444,7 @@ func TestClientLeaves(t *testing.T) {
 	srv := ts.Server.(*server)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		srv.mu.Lock()
-		n := len(srv.sessions)
-		srv.mu.Unlock()
+		n := srv.active.Load()
 		if n == 0 {
 			break
 		}
@@ -469,5 +467,32 @@ func TestV5OverTLS(t *testing.T) {
 	r = run(t, "v5", ts.execURL(t, false, false, false, "lines", "100000"), nil, false, nil)
 	if r.err != nil || strings.Count(r.stdout, "\n") != 100000 {
 		t.Fatalf("lines over TLS: err %v, %d lines", r.err, strings.Count(r.stdout, "\n"))
+	}
+}
+
+// TestStopEndsSessions: Stop ends a natively served session through its
+// context: the client hears why, with a close handshake, and the
+// runtime's call ends.
+func TestStopEndsSessions(t *testing.T) {
+	ts := start(t, nil)
+	u := ts.execURL(t, false, true, false, "sleep")
+	done := make(chan result, 1)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { done <- run(t, "v5", u, pr, false, nil) }()
+	srv := ts.Server.(*server)
+	for deadline := time.Now().Add(10 * time.Second); srv.active.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never started")
+		}
+	}
+	_ = ts.Stop()
+	select {
+	case r := <-done:
+		if r.err == nil || !strings.Contains(r.err.Error(), "streaming server shutting down") {
+			t.Fatalf("session ended with %v; want the shutdown status", r.err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the session outlived Stop")
 	}
 }

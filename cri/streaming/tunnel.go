@@ -37,7 +37,7 @@ func (s *server) serveTunnel(w http.ResponseWriter, r *http.Request, sandbox str
 	if err != nil {
 		return
 	}
-	defer s.track(ws.NetConn())()
+	defer s.track()()
 	wc := wire.NewConn(ws, &s.config.Limits)
 	defer wc.Shutdown()
 	ctx, cancel := context.WithCancel(s.ctx)

@@ -66,8 +66,9 @@ type Conn struct {
 
 	rd readState // the read side (read.go), the read loop's alone
 
-	hdr []byte    // WriteChannel's header, under mu
-	iov [2][]byte // WriteChannel's writev, under mu
+	plain bool      // the connection is plain TCP: WriteChannel writes p as is
+	hdr   []byte    // WriteChannel's header, under mu
+	iov   [2][]byte // WriteChannel's writev, under mu
 }
 
 // slack is how far a deadline may lag behind where it would be if moved on
@@ -79,7 +80,8 @@ func slack(window time.Duration) time.Duration { return min(time.Second, window/
 // NewConn takes over ws's reads and writes; from then on only the Conn
 // touches ws.
 func NewConn(ws *websocket.Conn, cfg *Limits) *Conn {
-	c := &Conn{ws: ws, cfg: cfg}
+	_, plain := ws.NetConn().(*net.TCPConn)
+	c := &Conn{ws: ws, cfg: cfg, plain: plain}
 	c.extendReadDeadline()
 	return c
 }
@@ -175,12 +177,17 @@ func (c *Conn) writeControl(op int, payload []byte, deadline time.Time) error {
 // WriteChannel sends one binary message of ch followed by p, without
 // copying p where the connection is plain TCP: the frame header and ch go
 // in one small buffer and p after it, in one writev. On other connections
-// (TLS) it is WriteFrame with a copy through scratch. Stdout is the runtime
-// side's hottest path; gorilla would copy each message into its write
-// buffer first.
-func (c *Conn) WriteChannel(ch byte, p []byte, scratch []byte) error {
-	if _, plain := c.ws.NetConn().(*net.TCPConn); !plain {
-		return c.WriteFrame(append(append(scratch[:0], ch), p...))
+// (TLS, where two writes would be two records) it is WriteFrame through a
+// borrowed buffer. Stdout is the runtime side's hottest path; gorilla would
+// copy each message into its write buffer first.
+func (c *Conn) WriteChannel(ch byte, p []byte) error {
+	if !c.plain {
+		bp := GetBuf(1 + len(p))
+		defer PutBuf(bp)
+		buf := *bp
+		buf[0] = ch
+		copy(buf[1:], p)
+		return c.WriteFrame(buf)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,4 +1,4 @@
-package translator
+package wire
 
 import "sync"
 
@@ -7,7 +7,8 @@ import "sync"
 // connections' small bufio buffers and two goroutine stacks.
 var bufPools sync.Map // size → *sync.Pool of *[]byte
 
-func getBuf(size int) *[]byte {
+// GetBuf borrows a buffer of exactly size bytes; PutBuf returns it.
+func GetBuf(size int) *[]byte {
 	p, ok := bufPools.Load(size)
 	if !ok {
 		p, _ = bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
@@ -18,7 +19,8 @@ func getBuf(size int) *[]byte {
 	return p.(*sync.Pool).Get().(*[]byte)
 }
 
-func putBuf(b *[]byte) {
+// PutBuf returns a buffer GetBuf lent.
+func PutBuf(b *[]byte) {
 	if p, ok := bufPools.Load(len(*b)); ok {
 		p.(*sync.Pool).Put(b)
 	}
