@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/internal/wiretest"
 )
@@ -58,7 +59,7 @@ func BenchmarkFrameIn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bp := wire.GetBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
+		bp := wire.GetBuf(spdy.HeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
 		if err := s.handleMessage(r, *bp); err != nil {
 			b.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func BenchmarkFrameIn(b *testing.B) {
 // BenchmarkFrameOut: a SPDY data frame on the runtime's stdout becomes a v5
 // message to the client.
 func BenchmarkFrameOut(b *testing.B) {
-	frame := make([]byte, spdyHeaderLen+benchPayload)
+	frame := make([]byte, spdy.HeaderLen+benchPayload)
 	binary.BigEndian.PutUint32(frame, 5)
 	putLen24(frame[5:8], benchPayload)
 	s := benchSession(b, &loopConn{}, &loopConn{Src: frame, Left: -1})
@@ -91,11 +92,11 @@ func BenchmarkFrameOut(b *testing.B) {
 func BenchmarkTunnelDown(b *testing.B) {
 	cfg := DefaultConfig()
 	wc := wire.NewConn(serverWS(b, &loopConn{}), &cfg.Limits)
-	frame := make([]byte, spdyHeaderLen+benchPayload) // a SPDY data frame, as the runtime sends
+	frame := make([]byte, spdy.HeaderLen+benchPayload) // a SPDY data frame, as the runtime sends
 	binary.BigEndian.PutUint32(frame, 2)
 	putLen24(frame[5:8], benchPayload)
 	rt := &loopConn{Src: frame, Left: b.N}
-	buf := make([]byte, spdyHeaderLen+benchPayload)
+	buf := make([]byte, spdy.HeaderLen+benchPayload)
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -108,7 +109,7 @@ func BenchmarkTunnelDown(b *testing.B) {
 // then the payload, as separate messages) become coalesced runtime writes.
 // The whole ServeTunnel runs; its set-up is amortised over b.N frames.
 func BenchmarkTunnelUp(b *testing.B) {
-	hdr := make([]byte, spdyHeaderLen)
+	hdr := make([]byte, spdy.HeaderLen)
 	binary.BigEndian.PutUint32(hdr, 1)
 	putLen24(hdr[5:8], benchPayload)
 	var src []byte
@@ -123,7 +124,7 @@ func BenchmarkTunnelUp(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	res := ServeTunnel(b.Context(), ws, rt, cfg)
-	if res.BytesUp != uint64(b.N)*(benchPayload+spdyHeaderLen) {
+	if res.BytesUp != uint64(b.N)*(benchPayload+spdy.HeaderLen) {
 		b.Fatalf("carried %d bytes for %d frames", res.BytesUp, b.N)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
-	"github.com/moby/spdystream/spdy"
+	spdystream "github.com/moby/spdystream/spdy"
+
+	"github.com/kubestream/kubestream/internal/spdy"
 
 	"github.com/kubestream/kubestream/internal/wiretest"
 )
@@ -54,18 +56,18 @@ func FuzzClientMessages(f *testing.F) {
 // FIN, PING, RST_STREAM, GOAWAY, SETTINGS.
 func spdySeeds(t testing.TB) [][]byte {
 	var out [][]byte
-	for _, fr := range []spdy.Frame{
-		&spdy.SynReplyFrame{StreamId: 1, Headers: http.Header{"Streamtype": {"error"}}},
-		&spdy.DataFrame{StreamId: 5, Data: []byte("output")},
-		&spdy.DataFrame{StreamId: 1, Flags: spdy.DataFlagFin, Data: []byte(`{"metadata":{},"status":"Success"}`)},
-		&spdy.PingFrame{Id: 2},
-		&spdy.RstStreamFrame{StreamId: 3, Status: spdy.Cancel},
-		&spdy.GoAwayFrame{LastGoodStreamId: 5},
-		&spdy.SettingsFrame{FlagIdValues: []spdy.SettingsFlagIdValue{{Id: spdy.SettingsInitialWindowSize, Value: 1 << 16}}},
-		&spdy.SynStreamFrame{StreamId: 1, Headers: http.Header{"Streamtype": {"error"}}},
+	for _, fr := range []spdystream.Frame{
+		&spdystream.SynReplyFrame{StreamId: 1, Headers: http.Header{"Streamtype": {"error"}}},
+		&spdystream.DataFrame{StreamId: 5, Data: []byte("output")},
+		&spdystream.DataFrame{StreamId: 1, Flags: spdystream.DataFlagFin, Data: []byte(`{"metadata":{},"status":"Success"}`)},
+		&spdystream.PingFrame{Id: 2},
+		&spdystream.RstStreamFrame{StreamId: 3, Status: spdystream.Cancel},
+		&spdystream.GoAwayFrame{LastGoodStreamId: 5},
+		&spdystream.SettingsFrame{FlagIdValues: []spdystream.SettingsFlagIdValue{{Id: spdystream.SettingsInitialWindowSize, Value: 1 << 16}}},
+		&spdystream.SynStreamFrame{StreamId: 1, Headers: http.Header{"Streamtype": {"error"}}},
 	} {
 		var buf bytes.Buffer
-		fw, err := spdy.NewFramer(&buf, &buf)
+		fw, err := spdystream.NewFramer(&buf, &buf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,12 +143,12 @@ func FuzzFrameFollowers(f *testing.F) {
 		step := int(chunk%64) + 1
 		// v5 on, so the error channel's status is kept the same way too.
 		whole, parts := frameFollower{channels: true}, frameFollower{channels: true}
-		var wholeB, partsB spdyBoundary
+		var wholeB, partsB spdy.Boundary
 		whole.follow(data)
-		wholeB.feed(data)
+		wholeB.Feed(data)
 		for i := 0; i < len(data); i += step {
 			parts.follow(data[i:min(i+step, len(data))])
-			partsB.feed(data[i:min(i+step, len(data))])
+			partsB.Feed(data[i:min(i+step, len(data))])
 		}
 		if whole != parts {
 			t.Fatalf("frame follower: %+v in one read, %+v in reads of %d", whole, parts, step)

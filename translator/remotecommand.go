@@ -15,6 +15,7 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/internal/wire"
 )
@@ -254,9 +255,9 @@ func (s *rcSession) createStreams() error {
 			return fmt.Errorf("waiting for the container runtime to accept the streams: %w", err)
 		}
 		switch {
-		case f.control && f.typ == spdyTypeSynReply:
+		case f.control && f.typ == spdy.TypeSynReply:
 			delete(pending, f.id)
-		case f.control && f.typ == spdyTypeRst && pending[f.id] != "":
+		case f.control && f.typ == spdy.TypeRstStream && pending[f.id] != "":
 			return fmt.Errorf("container runtime rejected the %s stream", pending[f.id])
 		case !f.control:
 			// Runtimes built on cri-streaming send output only after all
@@ -311,7 +312,7 @@ func (s *rcSession) forward(f frame) error {
 	default:
 		err = s.rt.discard(f.length)
 	}
-	if f.flags&spdyFlagFin != 0 {
+	if f.flags&spdy.FlagFin != 0 {
 		delete(s.open, f.id)
 	}
 	return err
@@ -384,7 +385,7 @@ func (s *rcSession) readLoop() error {
 		// client bytes go to the runtime without a copy, and spare room
 		// behind a full message for the reader to read on into the next
 		// frame's header (one read syscall per message, not two).
-		bp := wire.GetBuf(spdyHeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
+		bp := wire.GetBuf(spdy.HeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
 		err = s.handleMessage(r, *bp)
 		wire.PutBuf(bp)
 		if err != nil {
@@ -432,7 +433,7 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 		// Fill the buffer before writing: gorilla hands a message over in
 		// pieces (what its bufio holds, then the rest), and each write is a
 		// syscall and a SPDY frame.
-		n, err := io.ReadFull(r, buf[spdyHeaderLen:])
+		n, err := io.ReadFull(r, buf[spdy.HeaderLen:])
 		switch err {
 		case nil:
 		case io.EOF, io.ErrUnexpectedEOF: // the message's end
@@ -441,14 +442,14 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 			return err
 		}
 		if n > 0 {
-			if werr := s.rt.writeData(id, buf[:spdyHeaderLen+n], false); werr != nil {
+			if werr := s.rt.writeData(id, buf[:spdy.HeaderLen+n], false); werr != nil {
 				// The runtime stopped taking input (the process exited); the
 				// status will follow. Keep reading the client.
 				s.logger.V(4).Info("Runtime refused input", "channel", ch, "err", werr)
 			}
 			s.bytes[ch].Add(uint64(n))
 			if s.obs != nil {
-				s.obs.Input(buf[spdyHeaderLen : spdyHeaderLen+n])
+				s.obs.Input(buf[spdy.HeaderLen : spdy.HeaderLen+n])
 			}
 		}
 		if err == io.EOF {
@@ -461,7 +462,7 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 }
 
 func (s *rcSession) resize(r io.Reader, buf []byte) error {
-	payload := buf[spdyHeaderLen:]
+	payload := buf[spdy.HeaderLen:]
 	n, err := io.ReadFull(r, payload)
 	if err != io.ErrUnexpectedEOF && err != io.EOF {
 		if err == nil {
@@ -479,7 +480,7 @@ func (s *rcSession) resize(r io.Reader, buf []byte) error {
 			s.obs.Resize(size.Width, size.Height)
 		}
 		out, _ := json.Marshal(size)
-		frame := append(buf[:spdyHeaderLen], out...)
+		frame := append(buf[:spdy.HeaderLen], out...)
 		if err := s.rt.writeData(s.resizeID, frame, false); err != nil {
 			s.logger.V(4).Info("Runtime refused resize", "err", err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
@@ -41,7 +42,7 @@ func serveScripted(conn net.Conn, onData func(conn net.Conn, id uint32) bool) <-
 	go func() {
 		log := runtimeLog{data: map[uint32][]byte{}, fin: map[uint32]bool{}, types: map[uint16]int{}}
 		defer func() { done <- log }()
-		var h [spdyHeaderLen]byte
+		var h [spdy.HeaderLen]byte
 		for {
 			if _, err := io.ReadFull(conn, h[:]); err != nil {
 				log.err = err
@@ -53,10 +54,10 @@ func serveScripted(conn net.Conn, onData func(conn net.Conn, id uint32) bool) <-
 				log.err = err
 				return
 			}
-			if h[0]&spdyControlBit != 0 {
+			if h[0]&spdy.ControlBit != 0 {
 				log.types[uint16(h[2])<<8|uint16(h[3])]++
-				if h[3] == spdyTypeSynStrm {
-					reply := []byte{spdyControlBit, spdyVersion, 0, spdyTypeSynReply, 0, 0, 0, 4, 0, 0, 0, 0}
+				if h[3] == spdy.TypeSynStream {
+					reply := []byte{spdy.ControlBit, spdy.Version, 0, spdy.TypeSynReply, 0, 0, 0, 4, 0, 0, 0, 0}
 					copy(reply[8:], payload[:4])
 					_, _ = conn.Write(reply)
 				}
@@ -65,7 +66,7 @@ func serveScripted(conn net.Conn, onData func(conn net.Conn, id uint32) bool) <-
 			log.types[0]++
 			id := binary.BigEndian.Uint32(h[:4])
 			log.data[id] = append(log.data[id], payload...)
-			if h[4]&spdyFlagFin != 0 {
+			if h[4]&spdy.FlagFin != 0 {
 				log.fin[id] = true
 			}
 			if onData != nil && onData(conn, id) {

@@ -1,32 +1,24 @@
 package translator
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 
-	"github.com/moby/spdystream/spdy"
-
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // spdyConn is the client end of a SPDY/3.1 connection to a runtime's
-// streaming server, cut down to what remotecommand translation needs.
-//
-// Written by hand because it must be cheaper than spdystream, the library
-// client-go and upstream's translator use: spdystream runs ~11 goroutines
-// and a zlib compressor (~900 KiB) per connection, allocates every data
-// frame it reads and hands it over a channel. Here one goroutine reads
-// frames and writes their payload straight into the caller's buffer, data
-// frames are written from the caller's buffer with the 8-byte header in
-// front (no copy, no allocation), and header blocks are sent as stored
-// (uncompressed) deflate blocks, so no compressor exists at all. The peer is
-// unchanged k8s.io/cri-streaming or containerd: they speak full SPDY/3.1 and
-// accept all of this.
+// streaming server, cut down to what remotecommand translation needs, on
+// internal/spdy's framing (why not spdystream: that package's doc). One
+// goroutine reads frames and writes their payload straight into the
+// caller's buffer; data frames are written from the caller's buffer with
+// the 8-byte header in front (no copy, no allocation). The peer is
+// unchanged k8s.io/cri-streaming or containerd: they speak full SPDY/3.1
+// and accept all of this.
 type spdyConn struct {
 	conn net.Conn
 
@@ -36,30 +28,9 @@ type spdyConn struct {
 	nextID     uint32     // client streams are odd
 	headerSent bool       // the zlib stream header went out with the first block
 	pingID     uint32
-	ctl        [32]byte            // scratch for control frames, under wmu
-	rbuf       [spdyHeaderLen]byte // scratch of the single reader; a field so nothing escapes per frame
+	ctl        [32]byte             // scratch for control frames, under wmu
+	rbuf       [spdy.HeaderLen]byte // scratch of the single reader; a field so nothing escapes per frame
 }
-
-// zlibPrefix is the zlib stream header (CMF, FLG with FDICT, and the
-// Adler-32 of SPDY/3's header dictionary) that must open every header
-// stream. It is taken from spdystream's own framer so the dictionary lives
-// in one place.
-var zlibPrefix = func() [6]byte {
-	var buf bytes.Buffer
-	f, err := spdy.NewFramer(&buf, &buf)
-	if err != nil {
-		panic(err)
-	}
-	if err := f.WriteFrame(&spdy.SynStreamFrame{StreamId: 1, Headers: http.Header{"A": {"b"}}}); err != nil {
-		panic(err)
-	}
-	var p [6]byte
-	copy(p[:], buf.Bytes()[18:24]) // after the 8-byte frame header and 10 fixed bytes
-	if p[0]&0x0f != 8 || p[1]&0x20 == 0 {
-		panic("unexpected zlib header from spdystream's framer")
-	}
-	return p
-}()
 
 func newSPDYConn(c net.Conn) *spdyConn {
 	return &spdyConn{conn: c, nextID: 1}
@@ -73,50 +44,25 @@ func (c *spdyConn) synStream(name, value string) (uint32, error) {
 	defer c.wmu.Unlock()
 	id := c.nextID
 	c.nextID += 2
-	// The uncompressed header block: count, then length-prefixed name and
-	// value (SPDY/3 uses 32-bit lengths).
-	blockLen := 4 + 4 + len(name) + 4 + len(value)
-	var b bytes.Buffer
-	var frameLen = 10 + 5 + blockLen + 5
-	if !c.headerSent {
-		frameLen += len(zlibPrefix)
-	}
-	b.Grow(spdyHeaderLen + frameLen)
-	b.Write([]byte{spdyControlBit, spdyVersion, 0, spdyTypeSynStrm, 0, byte(frameLen >> 16), byte(frameLen >> 8), byte(frameLen)})
-	_ = binary.Write(&b, binary.BigEndian, id)
-	b.Write([]byte{0, 0, 0, 0, 0, 0}) // associated stream, priority, slot
-	if !c.headerSent {
-		b.Write(zlibPrefix[:])
-		c.headerSent = true
-	}
-	// A stored deflate block: BFINAL=0, BTYPE=00, then LEN and ^LEN.
-	b.Write([]byte{0, byte(blockLen), byte(blockLen >> 8), ^byte(blockLen), ^byte(blockLen >> 8)})
-	_ = binary.Write(&b, binary.BigEndian, uint32(1))
-	_ = binary.Write(&b, binary.BigEndian, uint32(len(name)))
-	b.WriteString(name)
-	_ = binary.Write(&b, binary.BigEndian, uint32(len(value)))
-	b.WriteString(value)
-	// An empty stored block, as a zlib sync flush ends with: Go's inflater
-	// (and zlib's) looks for the next block header as soon as a block ends,
-	// and must find it inside this frame, not in the next one.
-	b.Write([]byte{0, 0, 0, 0xff, 0xff})
-	_, err := c.conn.Write(b.Bytes())
+	blockLen := spdy.HeaderBlockLen(!c.headerSent, name, value)
+	b := make([]byte, 0, spdy.HeaderLen+spdy.SynStreamFixed+blockLen)
+	b = spdy.AppendControl(b, spdy.TypeSynStream, 0, spdy.SynStreamFixed+blockLen)
+	b = binary.BigEndian.AppendUint32(b, id)
+	b = append(b, 0, 0, 0, 0, 0, 0) // associated stream, priority, slot
+	b = spdy.AppendHeaderBlock(b, !c.headerSent, name, value)
+	c.headerSent = true
+	_, err := c.conn.Write(b)
 	return id, err
 }
 
-// writeData sends buf[spdyHeaderLen:] on stream id, writing the frame
+// writeData sends buf[spdy.HeaderLen:] on stream id, writing the frame
 // header into buf's first 8 bytes. fin half-closes the stream.
 func (c *spdyConn) writeData(id uint32, buf []byte, fin bool) error {
-	n := len(buf) - spdyHeaderLen
-	if n < 0 || n > spdyMaxData {
+	n := len(buf) - spdy.HeaderLen
+	if n < 0 || n > spdy.MaxData {
 		return fmt.Errorf("SPDY data frame of %d bytes", n)
 	}
-	binary.BigEndian.PutUint32(buf[0:4], id&0x7fffffff) // a data frame: the control bit clear
-	buf[4] = 0
-	if fin {
-		buf[4] = spdyFlagFin
-	}
-	buf[5], buf[6], buf[7] = byte(n>>16), byte(n>>8), byte(n)
+	spdy.PutDataHeader(buf, id, n, fin)
 	c.wmu.Lock()
 	_, err := c.conn.Write(buf)
 	c.wmu.Unlock()
@@ -125,7 +71,7 @@ func (c *spdyConn) writeData(id uint32, buf []byte, fin bool) error {
 
 // finish half-closes stream id (the runtime's reader sees EOF).
 func (c *spdyConn) finish(id uint32) error {
-	var b [spdyHeaderLen]byte
+	var b [spdy.HeaderLen]byte
 	return c.writeData(id, b[:], true)
 }
 
@@ -133,9 +79,9 @@ func (c *spdyConn) writeControl(typ byte, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	n := len(payload)
-	b := c.ctl[:spdyHeaderLen+n]
-	copy(b, []byte{spdyControlBit, spdyVersion, 0, typ, 0, byte(n >> 16), byte(n >> 8), byte(n)})
-	copy(b[spdyHeaderLen:], payload)
+	b := c.ctl[:spdy.HeaderLen+n]
+	copy(b, []byte{spdy.ControlBit, spdy.Version, 0, typ, 0, byte(n >> 16), byte(n >> 8), byte(n)})
+	copy(b[spdy.HeaderLen:], payload)
 	_, err := c.conn.Write(b)
 	return err
 }
@@ -148,7 +94,7 @@ func (c *spdyConn) ping() error {
 	c.wmu.Unlock()
 	var p [4]byte
 	binary.BigEndian.PutUint32(p[:], id)
-	return c.writeControl(spdyTypePing, p[:])
+	return c.writeControl(spdy.TypePing, p[:])
 }
 
 // frame is one frame header as read; for data frames the payload is still
@@ -172,22 +118,22 @@ func (c *spdyConn) next() (frame, error) {
 		if err := c.readFull(h); err != nil {
 			return frame{}, err
 		}
-		f := frame{flags: h[4], length: spdyLength(h)}
-		if h[0]&spdyControlBit == 0 {
-			f.id = spdyStreamID(h)
+		f := frame{flags: h[4], length: spdy.Length(h)}
+		if h[0]&spdy.ControlBit == 0 {
+			f.id = spdy.StreamID(h)
 			return f, nil
 		}
 		f.control = true
-		f.typ = spdyControlType(h)
+		f.typ = spdy.ControlType(h)
 		switch f.typ {
-		case spdyTypeSynReply, spdyTypeRst:
+		case spdy.TypeSynReply, spdy.TypeRstStream:
 			if f.length < 4 {
 				return f, fmt.Errorf("short SPDY control frame type %d", f.typ)
 			}
 			if err := c.readFull(h[:4]); err != nil {
 				return f, err
 			}
-			f.id = spdyStreamID(h)
+			f.id = spdy.StreamID(h)
 			// The rest (the reply's compressed headers, the reset's
 			// status) is of no use to a client that never reads headers,
 			// so the decompressor's state need not be kept either.
@@ -195,10 +141,10 @@ func (c *spdyConn) next() (frame, error) {
 				return f, err
 			}
 			return f, nil
-		case spdyTypeGoAway:
+		case spdy.TypeGoAway:
 			_ = c.discard(f.length)
 			return f, errGoAway
-		case spdyTypePing:
+		case spdy.TypePing:
 			if f.length != 4 {
 				return f, fmt.Errorf("SPDY ping of %d bytes", f.length)
 			}
@@ -207,7 +153,7 @@ func (c *spdyConn) next() (frame, error) {
 				return f, err
 			}
 			if binary.BigEndian.Uint32(p)%2 == 0 { // the runtime's ping: answer it
-				if err := c.writeControl(spdyTypePing, p); err != nil {
+				if err := c.writeControl(spdy.TypePing, p); err != nil {
 					return f, err
 				}
 			}

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"k8s.io/streaming/pkg/httpstream"
-	"k8s.io/streaming/pkg/httpstream/spdy"
+	k8sspdy "k8s.io/streaming/pkg/httpstream/spdy"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wire"
 )
 
@@ -32,7 +33,7 @@ func TestSPDYConnAgainstSpdystream(t *testing.T) {
 		if err != nil {
 			return
 		}
-		srvConn, err = spdy.NewServerConnection(c, func(s httpstream.Stream, replySent <-chan struct{}) error {
+		srvConn, err = k8sspdy.NewServerConnection(c, func(s httpstream.Stream, replySent <-chan struct{}) error {
 			streams <- s
 			return nil
 		})
@@ -70,12 +71,12 @@ func TestSPDYConnAgainstSpdystream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.control && f.typ == spdyTypeSynReply {
+		if f.control && f.typ == spdy.TypeSynReply {
 			replies++
 		}
 	}
 	// client → server, then FIN
-	buf := append(make([]byte, spdyHeaderLen), "hello"...)
+	buf := append(make([]byte, spdy.HeaderLen), "hello"...)
 	if err := sc.writeData(ids["stdin"], buf, false); err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +118,11 @@ func TestSPDYBoundary(t *testing.T) {
 		{"empty data frame", [][]byte{data(0)}, []bool{true}},
 	}
 	for _, tc := range cases {
-		var b spdyBoundary
+		var b spdy.Boundary
 		for i, p := range tc.pieces {
-			b.feed(p)
-			if b.atBoundary() != tc.want[i] {
-				t.Errorf("%s: piece %d: atBoundary %v, want %v", tc.name, i, b.atBoundary(), tc.want[i])
+			b.Feed(p)
+			if b.AtBoundary() != tc.want[i] {
+				t.Errorf("%s: piece %d: atBoundary %v, want %v", tc.name, i, b.AtBoundary(), tc.want[i])
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package translator
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -14,11 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/moby/spdystream/spdy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/internal/wire"
 )
@@ -152,9 +151,8 @@ type spdyRelay struct {
 	// The up copier's: headers decodes the client's header blocks (one
 	// zlib stream across the connection) to learn which streams are error
 	// streams, until a frame it cannot hold or read (untracked).
-	headers    *spdy.Framer
-	headersBuf bytes.Buffer
-	untracked  bool
+	headers   spdy.HeaderDecoder
+	untracked bool
 
 	// runtimeEnded: from then on the client has a liveness deadline.
 	runtimeEnded atomic.Bool
@@ -192,34 +190,34 @@ func (r *spdyRelay) up() {
 	// streams (stdin) interleaved with control frames it must rewrite, and
 	// what it holds is what the kubelet's own SPDY proxy (io.Copy each
 	// way) holds per session too.
-	bp := wire.GetBuf(spdyHeaderLen + r.cfg.BufferSize)
+	bp := wire.GetBuf(spdy.HeaderLen + r.cfg.BufferSize)
 	defer wire.PutBuf(bp)
 	buf := *bp
 	err := func() error {
 		for {
-			h := buf[:spdyHeaderLen]
+			h := buf[:spdy.HeaderLen]
 			if _, err := io.ReadFull(br, h); err != nil {
 				return err
 			}
 			if r.runtimeEnded.Load() {
 				r.extendClientDeadline()
 			}
-			n := spdyLength(h)
-			if h[0]&spdyControlBit == 0 {
-				if _, err := r.copyFrameSeen(r.rt, br, buf, n, &r.res.BytesUp, nil, r.inputSeen(spdyStreamID(h))); err != nil {
+			n := spdy.Length(h)
+			if h[0]&spdy.ControlBit == 0 {
+				if _, err := r.copyFrameSeen(r.rt, br, buf, n, &r.res.BytesUp, nil, r.inputSeen(spdy.StreamID(h))); err != nil {
 					return err
 				}
 				continue
 			}
-			typ := spdyControlType(h)
+			typ := spdy.ControlType(h)
 			switch {
-			case typ == spdyTypePing && n == 4:
-				if _, err := io.ReadFull(br, buf[spdyHeaderLen:spdyHeaderLen+4]); err != nil {
+			case typ == spdy.TypePing && n == 4:
+				if _, err := io.ReadFull(br, buf[spdy.HeaderLen:spdy.HeaderLen+4]); err != nil {
 					return err
 				}
-				if binary.BigEndian.Uint32(buf[spdyHeaderLen:])%2 == 1 { // the client's own
+				if binary.BigEndian.Uint32(buf[spdy.HeaderLen:])%2 == 1 { // the client's own
 					r.wmu.Lock()
-					_, werr := r.client.Write(buf[:spdyHeaderLen+4])
+					_, werr := r.client.Write(buf[:spdy.HeaderLen+4])
 					r.wmu.Unlock()
 					if werr != nil {
 						return werr
@@ -228,19 +226,19 @@ func (r *spdyRelay) up() {
 					continue
 				}
 				// A reply to the runtime's PING: the runtime waits for it.
-				if _, err := r.rt.Write(buf[:spdyHeaderLen+4]); err != nil {
+				if _, err := r.rt.Write(buf[:spdy.HeaderLen+4]); err != nil {
 					return err
 				}
-			case typ == spdyTypeSynStrm || typ == spdyTypeHeaders || typ == spdyTypeSynReply:
+			case typ == spdy.TypeSynStream || typ == spdy.TypeHeaders || typ == spdy.TypeSynReply:
 				if err := r.headerFrame(br, buf, n); err != nil {
 					return err
 				}
-			case typ == spdyTypeRst && n == 8:
-				if _, err := io.ReadFull(br, buf[spdyHeaderLen:spdyHeaderLen+8]); err != nil {
+			case typ == spdy.TypeRstStream && n == 8:
+				if _, err := io.ReadFull(br, buf[spdy.HeaderLen:spdy.HeaderLen+8]); err != nil {
 					return err
 				}
-				r.closeErrStream(spdyStreamID(buf[spdyHeaderLen:]))
-				if _, err := r.rt.Write(buf[:spdyHeaderLen+8]); err != nil {
+				r.closeErrStream(spdy.StreamID(buf[spdy.HeaderLen:]))
+				if _, err := r.rt.Write(buf[:spdy.HeaderLen+8]); err != nil {
 					return err
 				}
 			default:
@@ -271,13 +269,13 @@ func (r *spdyRelay) extendClientDeadline() {
 // headerFrame passes on a frame with a header block, reading its headers
 // on the way when it is small enough.
 func (r *spdyRelay) headerFrame(br *bufio.Reader, buf []byte, n int) error {
-	if n > maxHeaderFrame || n+spdyHeaderLen > len(buf) {
+	if n > maxHeaderFrame || n+spdy.HeaderLen > len(buf) {
 		r.stopTracking()
 		_, err := r.copyFrame(r.rt, br, buf, n, &r.res.BytesUp, nil)
 		return err
 	}
-	frame := buf[:spdyHeaderLen+n]
-	if _, err := io.ReadFull(br, frame[spdyHeaderLen:]); err != nil {
+	frame := buf[:spdy.HeaderLen+n]
+	if _, err := io.ReadFull(br, frame[spdy.HeaderLen:]); err != nil {
 		return err
 	}
 	r.decodeHeaders(frame)
@@ -294,27 +292,28 @@ func (r *spdyRelay) decodeHeaders(frame []byte) {
 	if r.untracked {
 		return
 	}
-	if r.headers == nil {
-		f, err := spdy.NewFramer(io.Discard, &r.headersBuf)
-		if err != nil {
-			return
-		}
-		r.headers = f
+	var off int
+	switch spdy.ControlType(frame) {
+	case spdy.TypeSynStream:
+		off = spdy.HeaderLen + spdy.SynStreamFixed
+	case spdy.TypeHeaders:
+		off = spdy.HeaderLen + 4 // the stream ID
 	}
-	r.headersBuf.Write(frame)
-	f, err := r.headers.ReadFrame()
-	r.headersBuf.Reset()
+	if len(frame) < off {
+		r.stopTracking()
+		return
+	}
+	h, err := r.headers.Decode(frame[off:])
 	if err != nil {
 		// The zlib context is lost with a frame it could not read.
 		r.stopTracking()
 		return
 	}
-	ss, ok := f.(*spdy.SynStreamFrame)
-	if !ok {
+	if spdy.ControlType(frame) != spdy.TypeSynStream {
 		return
 	}
-	id := uint32(ss.StreamId)
-	switch ss.Headers.Get("streamType") {
+	id := spdy.StreamID(frame[spdy.HeaderLen:])
+	switch h.Get("streamType") {
 	case "error":
 		r.mu.Lock()
 		if r.errStreams != nil {
@@ -323,7 +322,7 @@ func (r *spdyRelay) decodeHeaders(frame []byte) {
 		r.mu.Unlock()
 	case "stdout", "stderr":
 		ch := byte(ChanStdout)
-		if ss.Headers.Get("streamType") == "stderr" {
+		if h.Get("streamType") == "stderr" {
 			ch = ChanStderr
 		}
 		r.mu.Lock()
@@ -355,7 +354,7 @@ func (r *spdyRelay) keepStatus(id uint32, payload []byte, n int) {
 // stopTracking gives up on error streams for the rest of the session (up
 // copier only).
 func (r *spdyRelay) stopTracking() {
-	r.untracked, r.headers, r.headersBuf = true, nil, bytes.Buffer{}
+	r.untracked, r.headers = true, spdy.HeaderDecoder{}
 	r.mu.Lock()
 	r.errStreams = nil
 	r.mu.Unlock()
@@ -373,7 +372,7 @@ func (r *spdyRelay) closeErrStream(id uint32) {
 func (r *spdyRelay) down() error {
 	br := bufio.NewReaderSize(r.rt, wire.ReadBufSize)
 	for {
-		var h [spdyHeaderLen]byte
+		var h [spdy.HeaderLen]byte
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			// Between frames a stopping node ends the session at once;
 			// inside one (a cut header) the framing is lost either way.
@@ -382,30 +381,30 @@ func (r *spdyRelay) down() error {
 			}
 			return err
 		}
-		n := spdyLength(h[:])
+		n := spdy.Length(h[:])
 		var ends uint32 // an error stream this frame closes
-		if h[0]&spdyControlBit == 0 {
-			if h[4]&spdyFlagFin != 0 {
-				ends = spdyStreamID(h[:])
+		if h[0]&spdy.ControlBit == 0 {
+			if h[4]&spdy.FlagFin != 0 {
+				ends = spdy.StreamID(h[:])
 			}
-		} else if typ := spdyControlType(h[:]); typ == spdyTypeRst || (typ == spdyTypeSynReply && h[4]&spdyFlagFin != 0) {
+		} else if typ := spdy.ControlType(h[:]); typ == spdy.TypeRstStream || (typ == spdy.TypeSynReply && h[4]&spdy.FlagFin != 0) {
 			// Both carry the stream ID first; it must be read before the
 			// frame goes out, so it is peeked.
 			if id, err := br.Peek(4); err == nil && n >= 4 {
-				ends = spdyStreamID(id)
+				ends = spdy.StreamID(id)
 			}
 		}
-		bp := wire.GetBuf(spdyHeaderLen + r.cfg.BufferSize)
+		bp := wire.GetBuf(spdy.HeaderLen + r.cfg.BufferSize)
 		copy(*bp, h[:])
 		r.wmu.Lock()
 		var seen func([]byte)
-		if h[0]&spdyControlBit == 0 {
-			seen = r.outputSeen(spdyStreamID(h[:]))
+		if h[0]&spdy.ControlBit == 0 {
+			seen = r.outputSeen(spdy.StreamID(h[:]))
 		}
 		wrote, err := r.copyFrameSeen(r.client, br, *bp, n, &r.res.BytesDown, r.graceForFrame, seen)
 		r.wmu.Unlock()
-		if err == nil && r.jsonStatus && h[0]&spdyControlBit == 0 && n > 0 {
-			r.keepStatus(spdyStreamID(h[:]), (*bp)[spdyHeaderLen:], n)
+		if err == nil && r.jsonStatus && h[0]&spdy.ControlBit == 0 && n > 0 {
+			r.keepStatus(spdy.StreamID(h[:]), (*bp)[spdy.HeaderLen:], n)
 		}
 		wire.PutBuf(bp)
 		if err != nil {
@@ -493,7 +492,7 @@ func (r *spdyRelay) inputSeen(id uint32) func([]byte) {
 // copyFrameSeen is copyFrame showing seen each piece of the payload once
 // it is written.
 func (r *spdyRelay) copyFrameSeen(dst io.Writer, src io.Reader, buf []byte, n int, count *uint64, retry func(error) bool, seen func([]byte)) (wrote bool, err error) {
-	fill := spdyHeaderLen
+	fill := spdy.HeaderLen
 	for rem := n; ; {
 		k := min(rem, len(buf)-fill)
 		for got := 0; got < k; {
@@ -553,10 +552,10 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	for _, id := range ids {
-		frame := make([]byte, spdyHeaderLen+len(payload))
-		copy(frame[spdyHeaderLen:], payload)
+		frame := make([]byte, spdy.HeaderLen+len(payload))
+		copy(frame[spdy.HeaderLen:], payload)
 		binary.BigEndian.PutUint32(frame, id)
-		frame[4] = spdyFlagFin
+		frame[4] = spdy.FlagFin
 		frame[5], frame[6], frame[7] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
 		if _, err := r.client.Write(frame); err != nil {
 			return

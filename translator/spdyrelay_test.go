@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/streaming/pkg/httpstream"
-	"k8s.io/streaming/pkg/httpstream/spdy"
+	k8sspdy "k8s.io/streaming/pkg/httpstream/spdy"
 )
 
 // relayPair runs RelaySPDY between a spdystream client connection and a
@@ -26,7 +27,7 @@ func relayPair(t *testing.T, protocol string, cfg Config) (httpstream.Connection
 	results := make(chan RelayResult, 1)
 	go func() { results <- RelaySPDY(context.Background(), relayClient, relayRT, protocol, cfg, nil) }()
 	streams := make(chan httpstream.Stream, 8)
-	srv, err := spdy.NewServerConnection(rtSide, func(s httpstream.Stream, _ <-chan struct{}) error {
+	srv, err := k8sspdy.NewServerConnection(rtSide, func(s httpstream.Stream, _ <-chan struct{}) error {
 		streams <- s
 		return nil
 	})
@@ -34,7 +35,7 @@ func relayPair(t *testing.T, protocol string, cfg Config) (httpstream.Connection
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	cl, err := spdy.NewClientConnectionWithPings(clientSide, 20*time.Millisecond)
+	cl, err := k8sspdy.NewClientConnectionWithPings(clientSide, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestRelayKeepsPingsOffTheRuntime(t *testing.T) {
 	go func() { results <- RelaySPDY(context.Background(), relayClient, relayRT, RuntimeProtocol, cfg, nil) }()
 	rec := &recordingConn{Conn: rtSide}
 	streams := make(chan httpstream.Stream, 8)
-	srv, err := spdy.NewServerConnection(rec, func(s httpstream.Stream, _ <-chan struct{}) error {
+	srv, err := k8sspdy.NewServerConnection(rec, func(s httpstream.Stream, _ <-chan struct{}) error {
 		streams <- s
 		return nil
 	})
@@ -136,7 +137,7 @@ func TestRelayKeepsPingsOffTheRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	cl, err := spdy.NewClientConnectionWithPings(clientSide, 10*time.Millisecond)
+	cl, err := k8sspdy.NewClientConnectionWithPings(clientSide, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestRelayKeepsPingsOffTheRuntime(t *testing.T) {
 		t.Errorf("result %+v: want nothing told, the pings answered", res)
 	}
 	types := rec.frameTypes()
-	if types[spdyTypePing] != 0 || types[spdyTypeSynStrm] != 2 {
+	if types[spdy.TypePing] != 0 || types[spdy.TypeSynStream] != 2 {
 		t.Errorf("runtime read frames by type %v: want 2 SYN_STREAM and no PING", types)
 	}
 }
@@ -195,14 +196,14 @@ func (c *recordingConn) frameTypes() map[uint16]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	types := map[uint16]int{}
-	for b := c.got; len(b) >= spdyHeaderLen; {
+	for b := c.got; len(b) >= spdy.HeaderLen; {
 		n := int(b[5])<<16 | int(b[6])<<8 | int(b[7])
-		if b[0]&spdyControlBit != 0 {
+		if b[0]&spdy.ControlBit != 0 {
 			types[uint16(b[2])<<8|uint16(b[3])]++
 		} else {
 			types[0]++
 		}
-		b = b[min(len(b), spdyHeaderLen+n):]
+		b = b[min(len(b), spdy.HeaderLen+n):]
 	}
 	return types
 }

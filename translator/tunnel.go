@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wire"
 )
 
@@ -36,7 +37,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	go func() {
 		defer close(pumpDone)
 		var werr error
-		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, spdyHeaderLen+cfg.BufferSize))
+		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize))
 		if werr != nil {
 			if !errors.Is(werr, wire.ErrSessionClosed) {
 				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
@@ -66,7 +67,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	// (bufpool.go): each holds a frame's start across reads that block
 	// until the frame's rest arrives.
 	var readErr error
-	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdyHeaderLen+cfg.BufferSize))
+	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize))
 	if !wc.Closed() {
 		code := websocket.CloseNormalClosure
 		if !wire.PeerClosed(readErr) {
@@ -96,7 +97,7 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 	// TCP segment apiece. Bytes are held until they end a frame (or
 	// fill the buffer): the rest of a started frame is always on its
 	// way, so holding it never stalls the session.
-	var frames spdyBoundary
+	var frames spdy.Boundary
 	fill := 0
 	flush := func() error {
 		if fill == 0 {
@@ -119,7 +120,7 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 		}
 		for {
 			n, err := r.Read(buf[fill:])
-			frames.feed(buf[fill : fill+n])
+			frames.Feed(buf[fill : fill+n])
 			fill += n
 			if fill == len(buf) {
 				if err := flush(); err != nil {
@@ -133,7 +134,7 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 				return up, err
 			}
 		}
-		if frames.atBoundary() {
+		if frames.AtBoundary() {
 			if err := flush(); err != nil {
 				return up, err
 			}
@@ -148,16 +149,16 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 // way) makes one message of what would have been several.
 func tunnelDown(wc *wire.Conn, rt net.Conn, buf []byte) (uint64, error) {
 	var total uint64
-	var frames spdyBoundary
+	var frames spdy.Boundary
 	for {
 		fill := 0
 		var err error
 		for fill < len(buf) {
 			var n int
 			n, err = rt.Read(buf[fill:])
-			frames.feed(buf[fill : fill+n])
+			frames.Feed(buf[fill : fill+n])
 			fill += n
-			if err != nil || frames.atBoundary() {
+			if err != nil || frames.AtBoundary() {
 				break
 			}
 		}

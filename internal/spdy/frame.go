@@ -1,0 +1,161 @@
+// Package spdy is the SPDY/3.1 framing (draft-mbelshe-httpbis-spdy-00 §2)
+// that kubestream reads and writes itself: the frame layout, the header
+// blocks (written as stored deflate blocks, read through compress/zlib with
+// the protocol's dictionary), and a follower of frame boundaries. The
+// translator's runtime-leg client and relay and the runtime side's tunnel
+// server share it.
+//
+// Written by hand because spdystream, the library Kubernetes uses, runs
+// ~11 goroutines and a zlib compressor (~900 KiB) per connection and
+// allocates every frame it reads; nothing here allocates per data frame and
+// nothing compresses. Every SPDY/3.1 peer (spdystream, cri-streaming,
+// containerd) accepts stored blocks, since they are valid deflate.
+package spdy
+
+import (
+	"encoding/binary"
+	"hash/adler32"
+	_ "unsafe" // go:linkname, for the dictionary below
+
+	_ "github.com/moby/spdystream/spdy" // holds the dictionary
+)
+
+// Every frame has an 8-byte header: a control bit, then version and type
+// (control) or a stream ID (data); one byte of flags; a 24-bit payload
+// length.
+const (
+	ControlBit     = 0x80
+	Version        = 3
+	TypeSynStream  = 1
+	TypeSynReply   = 2
+	TypeRstStream  = 3
+	TypeSettings   = 4
+	TypePing       = 6
+	TypeGoAway     = 7
+	TypeHeaders    = 8
+	TypeWindowUpd  = 9
+	FlagFin        = 0x01
+	HeaderLen      = 8
+	MaxData        = 1<<24 - 1
+	SynStreamFixed = 10 // stream ID, associated stream ID, priority, slot
+)
+
+// RST_STREAM status codes (§2.6.3).
+const (
+	StatusProtocolError = 1
+	StatusRefusedStream = 3
+	StatusCancel        = 5
+)
+
+// Length is the payload length in a frame header.
+func Length(h []byte) int { return int(h[5])<<16 | int(h[6])<<8 | int(h[7]) }
+
+// StreamID is the 31-bit stream ID at the start of b: a data frame's
+// header, or a SYN_STREAM's, SYN_REPLY's or RST_STREAM's payload.
+func StreamID(b []byte) uint32 { return binary.BigEndian.Uint32(b) & 0x7fffffff }
+
+// ControlType is a control frame's type.
+func ControlType(h []byte) uint16 { return binary.BigEndian.Uint16(h[2:4]) }
+
+// Control reports whether h is a control frame's header.
+func Control(h []byte) bool { return h[0]&ControlBit != 0 }
+
+// PutDataHeader writes a data frame's header for n payload bytes into h.
+func PutDataHeader(h []byte, id uint32, n int, fin bool) {
+	binary.BigEndian.PutUint32(h[0:4], id&0x7fffffff) // the control bit clear
+	h[4] = 0
+	if fin {
+		h[4] = FlagFin
+	}
+	h[5], h[6], h[7] = byte(n>>16), byte(n>>8), byte(n)
+}
+
+// AppendControl appends a control frame's header for n payload bytes.
+func AppendControl(dst []byte, typ uint16, flags byte, n int) []byte {
+	return append(dst, ControlBit, Version, byte(typ>>8), byte(typ), flags, byte(n>>16), byte(n>>8), byte(n))
+}
+
+// dictionary is SPDY/3's header dictionary (§2.6.10.1). spdystream keeps
+// its copy unexported; reading that one keeps a 1,423-byte protocol table
+// in one place rather than two (TestDictionary checks it against the
+// checksum spdystream's own framer writes).
+//
+//go:linkname dictionary github.com/moby/spdystream/spdy.headerDictionary
+var dictionary []byte
+
+// zlibPrefix opens every header stream: CMF (deflate, 32 KiB window), FLG
+// (FDICT set, best compression as spdystream announces it), and the
+// dictionary's Adler-32.
+var zlibPrefix = func() [6]byte {
+	p := [6]byte{0x78, 0xe0}
+	p[1] += byte(31 - (uint16(p[0])<<8|uint16(p[1]))%31) // FCHECK
+	binary.BigEndian.PutUint32(p[2:], adler32.Checksum(dictionary))
+	return p
+}()
+
+// AppendHeaderBlock appends a header block holding the name/value pairs in
+// kv, as stored (uncompressed) deflate blocks; first opens the connection's
+// header stream (each direction has one, so a writer sets it on its first
+// block only). Names must be lower case, as SPDY/3 requires.
+func AppendHeaderBlock(dst []byte, first bool, kv ...string) []byte {
+	if first {
+		dst = append(dst, zlibPrefix[:]...)
+	}
+	n := 4
+	for _, s := range kv {
+		n += 4 + len(s)
+	}
+	// BFINAL=0, BTYPE=00, then LEN and its complement. Header blocks here
+	// are a few hundred bytes at most, far below a stored block's 64 KiB.
+	dst = append(dst, 0, byte(n), byte(n>>8), ^byte(n), ^byte(n>>8))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(kv)/2))
+	for _, s := range kv {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
+		dst = append(dst, s...)
+	}
+	// An empty stored block, as a zlib sync flush ends with: the reader's
+	// inflater looks for the next block header as soon as a block ends, and
+	// must find it inside this frame, not in the next one.
+	return append(dst, 0, 0, 0, 0xff, 0xff)
+}
+
+// HeaderBlockLen is the length AppendHeaderBlock appends.
+func HeaderBlockLen(first bool, kv ...string) int {
+	n := 5 + 4 + 5
+	if first {
+		n += len(zlibPrefix)
+	}
+	for _, s := range kv {
+		n += 4 + len(s)
+	}
+	return n
+}
+
+// Boundary follows SPDY frame boundaries in a byte stream. Every SPDY
+// frame, control or data, has its 24-bit length in bytes 5-7 of its 8-byte
+// header.
+type Boundary struct {
+	hdr  [HeaderLen]byte
+	nhdr int // header bytes of the current frame seen so far
+	rem  int // payload bytes of the current frame still to come
+}
+
+func (b *Boundary) Feed(p []byte) {
+	for len(p) > 0 {
+		if b.rem > 0 {
+			k := min(b.rem, len(p))
+			b.rem -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(b.hdr[b.nhdr:], p)
+		b.nhdr += k
+		p = p[k:]
+		if b.nhdr == HeaderLen {
+			b.rem = Length(b.hdr[:])
+			b.nhdr = 0
+		}
+	}
+}
+
+func (b *Boundary) AtBoundary() bool { return b.nhdr == 0 && b.rem == 0 }
