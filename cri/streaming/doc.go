@@ -28,15 +28,21 @@
 // runtime's call returned, then a close frame and a bounded wait for the
 // client's. A client gone first cancels the call's context.
 //
-// A tunnel runs spdystream's reader over the WebSocket, the handler's
-// goroutine pairing data and error streams, and one goroutine per forwarded
-// connection for the runtime's PortForward.
+// A tunnel runs on the handler's goroutine, the client's only reader: it
+// reads the SPDY frames the WebSocket messages carry (kubestream's own
+// framing, internal/spdy: no spdystream, no compressor), opens and pairs
+// data and error streams, and copies data into each stream's inbox (64 KiB;
+// full, it waits, and a runtime that reads nothing for half the liveness
+// window has that stream reset rather than holding the session). One
+// goroutine per forwarded connection runs the runtime's PortForward, which
+// reads its inbox and writes data frames through the connection.
 //
 // # Dependencies
 //
-// gorilla/websocket and kubestream's internal/wire (the WebSocket framing
-// shared with kubestream's translator, not the translator itself),
-// k8s.io/cri-streaming and what it brings (k8s.io/streaming's SPDY server,
-// which the tunnel uses), k8s.io/cri-api, grpc status codes, and
+// gorilla/websocket and kubestream's internal/wire and internal/spdy (the
+// WebSocket and SPDY framing shared with kubestream's translator, not the
+// translator itself; internal/spdy reads SPDY/3's header dictionary from
+// moby/spdystream's spdy package), k8s.io/cri-streaming and what it brings
+// for the protocols it serves, k8s.io/cri-api, grpc status codes, and
 // prometheus/client_golang for the request counter.
 package streaming

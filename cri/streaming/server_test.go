@@ -104,6 +104,13 @@ func (f *fakeRuntime) Attach(ctx context.Context, id string, in io.Reader, out, 
 }
 
 func (f *fakeRuntime) PortForward(ctx context.Context, _ string, port int32, stream io.ReadWriteCloser) error {
+	switch port {
+	case 1:
+		return errors.New("nothing listens on port 1")
+	case 2: // reads nothing until the session ends
+		<-ctx.Done()
+		return nil
+	}
 	c, err := net.Dial("tcp", f.echo)
 	if err != nil {
 		return err

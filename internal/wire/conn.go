@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"io"
+	"math/bits"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -174,19 +175,28 @@ func (c *Conn) writeControl(op int, payload []byte, deadline time.Time) error {
 	return c.ws.WriteControl(op, payload, deadline)
 }
 
-// WriteChannel sends one binary message of ch followed by p, without
-// copying p where the connection is plain TCP: the frame header and ch go
-// in one small buffer and p after it, in one writev. On other connections
-// (TLS, where two writes would be two records) it is WriteFrame through a
-// borrowed buffer. Stdout is the runtime side's hottest path; gorilla would
-// copy each message into its write buffer first.
+// WriteChannel sends one binary message of ch followed by p (WritePrefixed).
 func (c *Conn) WriteChannel(ch byte, p []byte) error {
+	b := [1]byte{ch}
+	return c.WritePrefixed(b[:], p)
+}
+
+// WritePrefixed sends one binary message of prefix (a few bytes: a channel
+// byte, a SPDY frame header) followed by p, without copying p where the
+// connection is plain TCP: the frame header and prefix go in one small
+// buffer and p after it, in one writev. On other connections (TLS, where
+// two writes would be two records) it is WriteFrame through a borrowed
+// buffer. Stdout and forwarded bytes are the runtime side's hottest paths;
+// gorilla would copy each message into its write buffer first.
+func (c *Conn) WritePrefixed(prefix, p []byte) error {
 	if !c.plain {
-		bp := GetBuf(1 + len(p))
+		n := len(prefix) + len(p)
+		// Power-of-two sizes, so the pools stay few whatever sizes the
+		// runtime writes (GetBuf keeps one pool per size).
+		bp := GetBuf(max(4096, 1<<bits.Len(uint(n-1))))
 		defer PutBuf(bp)
-		buf := *bp
-		buf[0] = ch
-		copy(buf[1:], p)
+		buf := (*bp)[:n]
+		copy(buf[copy(buf, prefix):], p)
 		return c.WriteFrame(buf)
 	}
 	c.mu.Lock()
@@ -202,8 +212,8 @@ func (c *Conn) WriteChannel(ch byte, p []byte) error {
 		}
 	}
 	c.activity.Add(1)
-	c.hdr = appendHeader(c.hdr[:0], OpBinary, 1+len(p))
-	c.hdr = append(c.hdr, ch)
+	c.hdr = appendHeader(c.hdr[:0], OpBinary, len(prefix)+len(p))
+	c.hdr = append(c.hdr, prefix...)
 	c.iov[0], c.iov[1] = c.hdr, p
 	bufs := net.Buffers(c.iov[:])
 	_, err := bufs.WriteTo(c.ws.NetConn())
