@@ -27,7 +27,10 @@ log() { echo "containerd.sh: $*" >&2; }
 # it imports from the module).
 ws_key() {
 	(cd "$ROOT" && { cat hack/containerd/service.go.patch go.mod go.sum
-		git ls-files cri/streaming internal/wire internal/upgrade | grep -v _test.go | sort | xargs cat; } | sha256sum | cut -c1-16)
+		# The module's packages cri/streaming imports, found by go list
+		# so a new import cannot be left out of the key.
+		pkgs=$(go list -deps -f '{{if .Module}}{{if eq .Module.Path "github.com/kubestream/kubestream"}}{{.Dir}}{{end}}{{end}}' ./cri/streaming | sed "s#^$ROOT/##")
+		git ls-files $pkgs | grep -v _test.go | sort | xargs cat; } | sha256sum | cut -c1-16)
 }
 CONTAINERDWS_BIN=$CACHE/containerd-$CONTAINERD2_VERSION-kubestream-$(ws_key)/bin
 
