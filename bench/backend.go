@@ -162,6 +162,11 @@ func startBackend(dir string, pfSize int64, impl string) (*backend, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv)
 	mux.HandleFunc("/debug/bench-stats", serveStats)
+	mux.HandleFunc("/debug/raw-stdout", rawStdout)
+	mux.HandleFunc("/debug/raw-stdin", rawStdin)
+	if err := os.WriteFile(filepath.Join(dir, "http.addr"), []byte(base.Host), 0o644); err != nil {
+		return nil, err
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(l) }()
 	sock := filepath.Join(dir, "bench-cri.sock")
@@ -180,3 +185,85 @@ func startBackend(dir string, pfSize int64, impl string) (*backend, error) {
 }
 
 func (b *backend) String() string { return fmt.Sprintf("backend at %s", b.endpoint) }
+
+// rawStdout and rawStdin are the floor of the runtime side's figures: the
+// bytes the bench's emit and sink move, written to and read from the bare
+// connection (no framing, no protocol) with the same 32 KiB buffer.
+// Whatever a streaming server does, its process pays at least this per
+// byte: the ratios a target asks for are measured against it too.
+func rawStdout(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	buf := make([]byte, 32<<10)
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := c.Write(buf[:k]); err != nil {
+			return
+		}
+		n -= k
+	}
+}
+
+func rawStdin(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	buf := make([]byte, 32<<10)
+	if _, err := io.CopyBuffer(io.Discard, io.LimitReader(brw, n), buf); err == nil {
+		_, _ = c.Write([]byte{'k'})
+	}
+}
+
+// rawClient is the other end of rawStdout and rawStdin.
+func rawClient(addr, what string, n int64) (time.Duration, error) {
+	start := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "GET /debug/raw-%s?n=%d HTTP/1.1\r\nHost: bench\r\n\r\n", what, n); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 32<<10)
+	if what == "stdin" {
+		for left := n; left > 0; {
+			k := min(left, int64(len(buf)))
+			if _, err := c.Write(buf[:k]); err != nil {
+				return 0, err
+			}
+			left -= k
+		}
+		if _, err := io.ReadFull(c, buf[:1]); err != nil {
+			return 0, fmt.Errorf("raw stdin: no acknowledgement: %w", err)
+		}
+		return time.Since(start), nil
+	}
+	var got int64
+	for got < n {
+		k, err := c.Read(buf)
+		got += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	if got != n {
+		return 0, fmt.Errorf("raw stdout: %d of %d bytes", got, n)
+	}
+	return time.Since(start), nil
+}

@@ -191,6 +191,9 @@ func (p *path) pfDialer(ctx context.Context) (httpstream.Dialer, error) {
 			return nil, err
 		}
 		u = p.viaRelay(u)
+		if p.v5 { // a runtime that serves the tunnel itself
+			return portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{Host: u.Scheme + "://" + u.Host})
+		}
 		tr, up, err := spdy.RoundTripperFor(&rest.Config{Host: u.Scheme + "://" + u.Host})
 		if err != nil {
 			return nil, err
