@@ -29,6 +29,7 @@ import (
 //	                  cri-streaming, kubestream translating over
 //	                  cri-streaming, kubestream splicing to kubestream's
 //	                  runtime-side server (no SPDY anywhere)
+//
 // The floors' names in the tables.
 const (
 	rawRuntimeFloor = "floor: raw TCP from the runtime's process, no protocol"
