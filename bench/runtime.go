@@ -17,6 +17,12 @@ import (
 	"github.com/kubestream/kubestream/cri"
 )
 
+// The floors' names in the tables.
+const (
+	rawRuntimeFloor = "floor: raw TCP from the runtime's process, no protocol"
+	rawChainFloor   = "reference: raw TCP through a byte-copying relay"
+)
+
 // orchestrateRuntime (-only runtime) measures the runtime side, each
 // process on its own so its CPU is its own:
 //
@@ -30,12 +36,8 @@ import (
 //	                  cri-streaming, kubestream splicing to kubestream's
 //	                  runtime-side server (no SPDY anywhere)
 //
-// The floors' names in the tables.
-const (
-	rawRuntimeFloor = "floor: raw TCP from the runtime's process, no protocol"
-	rawChainFloor   = "reference: raw TCP through a byte-copying relay"
-)
-
+// and, for scale, the runtime's floor (raw bytes, no protocol) and the
+// same through a byte-copying relay.
 func orchestrateRuntime(o options) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "kubestream-bench-runtime-")
