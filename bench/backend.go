@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -192,13 +193,8 @@ func (b *backend) String() string { return fmt.Sprintf("backend at %s", b.endpoi
 // Whatever a streaming server does, its process pays at least this per
 // byte: the ratios a target asks for are measured against it too.
 func rawStdout(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	c, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	n, c, _, ok := rawTake(w, r)
+	if !ok {
 		return
 	}
 	defer c.Close()
@@ -213,13 +209,8 @@ func rawStdout(w http.ResponseWriter, r *http.Request) {
 }
 
 func rawStdin(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	c, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	n, c, brw, ok := rawTake(w, r)
+	if !ok {
 		return
 	}
 	defer c.Close()
@@ -227,6 +218,17 @@ func rawStdin(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.CopyBuffer(io.Discard, io.LimitReader(brw, n), buf); err == nil {
 		_, _ = c.Write([]byte{'k'})
 	}
+}
+
+// rawTake reads the byte count and takes the connection over.
+func rawTake(w http.ResponseWriter, r *http.Request) (int64, net.Conn, *bufio.ReadWriter, bool) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return 0, nil, nil, false
+	}
+	c, brw, err := http.NewResponseController(w).Hijack()
+	return n, c, brw, err == nil
 }
 
 // rawClient is the other end of rawStdout and rawStdin.

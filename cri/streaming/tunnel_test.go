@@ -41,6 +41,22 @@ func dialTunnel(t *testing.T, ts *testServer) httpstream.Connection {
 	return conn
 }
 
+// openPair opens a forwarded connection's error stream (half-closed at
+// once, as client-go does) and data stream, and returns both.
+func openPair(t *testing.T, conn httpstream.Connection, port, request string) (errs, data httpstream.Stream) {
+	t.Helper()
+	errs, err := createStream(conn, criportforward.StreamTypeError, port, request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = errs.Close()
+	data, err = createStream(conn, criportforward.StreamTypeData, port, request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return errs, data
+}
+
 func createStream(conn httpstream.Connection, typ, port, request string) (httpstream.Stream, error) {
 	h := http.Header{}
 	h.Set(criportforward.StreamType, typ)
@@ -81,15 +97,7 @@ func TestTunnelStreams(t *testing.T) {
 	conn := dialTunnel(t, ts)
 
 	t.Run("runtime error", func(t *testing.T) {
-		errs, err := createStream(conn, criportforward.StreamTypeError, "1", "0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = errs.Close()
-		data, err := createStream(conn, criportforward.StreamTypeData, "1", "0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		errs, data := openPair(t, conn, "1", "0")
 		msg, _ := readAll(t, errs)
 		if want := "error forwarding port 1 to pod p1, uid : nothing listens on port 1"; msg != want {
 			t.Fatalf("error stream %q, want %q", msg, want)
@@ -100,15 +108,7 @@ func TestTunnelStreams(t *testing.T) {
 	})
 
 	t.Run("half-closed", func(t *testing.T) {
-		errs, err := createStream(conn, criportforward.StreamTypeError, "80", "1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = errs.Close()
-		data, err := createStream(conn, criportforward.StreamTypeData, "80", "1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		errs, data := openPair(t, conn, "80", "1")
 		sent := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320 KB: several inboxes' worth
 		go func() {
 			_, _ = data.Write(sent)
@@ -155,15 +155,7 @@ func TestTunnelStreams(t *testing.T) {
 	})
 
 	// The session outlived everything above.
-	errs, err := createStream(conn, criportforward.StreamTypeError, "80", "4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := createStream(conn, criportforward.StreamTypeData, "80", "4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = errs.Close()
+	_, data := openPair(t, conn, "80", "4")
 	go func() { _, _ = data.Write([]byte("still here")); _ = data.Close() }()
 	if got, _ := readAll(t, data); got != "still here" {
 		t.Fatalf("after the subtests: %q", got)
@@ -177,15 +169,7 @@ func TestTunnelStreams(t *testing.T) {
 func TestTunnelBackpressure(t *testing.T) {
 	ts := start(t, func(c *Config) { c.Limits.PingPeriod, c.Limits.PongTimeout = 3*time.Second, 3*time.Second })
 	conn := dialTunnel(t, ts)
-	errs, err := createStream(conn, criportforward.StreamTypeError, "2", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := createStream(conn, criportforward.StreamTypeData, "2", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = errs.Close()
+	_, data := openPair(t, conn, "2", "0")
 	const total = 64 << 20
 	var written atomic.Int64
 	writerDone := make(chan struct{})
@@ -216,15 +200,7 @@ func TestTunnelBackpressure(t *testing.T) {
 	}
 	<-writerDone
 	// The session still serves.
-	errs2, err := createStream(conn, criportforward.StreamTypeError, "80", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data2, err := createStream(conn, criportforward.StreamTypeData, "80", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = errs2.Close()
+	_, data2 := openPair(t, conn, "80", "1")
 	go func() { _, _ = data2.Write([]byte("after")); _ = data2.Close() }()
 	if got, _ := readAll(t, data2); got != "after" {
 		t.Fatalf("after the reset: %q", got)
