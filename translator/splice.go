@@ -148,6 +148,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	buf := make([]byte, cfg.BufferSize)
 	var readErr error
 	midFrame := false // cw held
+	var writeDeadline time.Time
 	defer func() {
 		if midFrame {
 			cw.Unlock()
@@ -176,7 +177,12 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			if f.data != data {
 				activity.Add(1)
 			}
-			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			// The deadline moves at most once per slack, not per read: a
+			// deadline set is a timer update in the runtime's poller.
+			if want := time.Now().Add(cfg.WriteTimeout); want.Sub(writeDeadline) > wire.Slack(cfg.WriteTimeout) {
+				writeDeadline = want
+				_ = client.SetWriteDeadline(want)
+			}
 			_, werr := client.Write(buf[:n])
 			if f.atBoundary() {
 				cw.Unlock()

@@ -72,9 +72,9 @@ type Conn struct {
 	iov   [2][]byte // WriteChannel's writev, under mu
 }
 
-// slack is how far a deadline may lag behind where it would be if moved on
+// Slack is how far a deadline may lag behind where it would be if moved on
 // every frame: a second, or a quarter of the window when that is shorter.
-func slack(window time.Duration) time.Duration { return min(time.Second, window/4) }
+func Slack(window time.Duration) time.Duration { return min(time.Second, window/4) }
 
 // NewConn takes over ws's reads and writes; from then on only the Conn
 // touches ws.
@@ -97,7 +97,7 @@ func (c *Conn) extendReadDeadline() {
 	want := time.Now().Add(window)
 	c.rdmu.Lock()
 	defer c.rdmu.Unlock()
-	if !c.finished.Load() && want.Sub(c.readDeadline) > slack(window) {
+	if !c.finished.Load() && want.Sub(c.readDeadline) > Slack(window) {
 		c.readDeadline = want
 		_ = c.ws.SetReadDeadline(want)
 	}
@@ -157,7 +157,7 @@ func (c *Conn) WriteFrame(buf []byte) error {
 	if c.closing {
 		return ErrSessionClosed
 	}
-	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > slack(c.cfg.WriteTimeout) {
+	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
 		c.writeDeadline = want
 		if err := c.ws.SetWriteDeadline(want); err != nil {
 			return err
@@ -204,7 +204,7 @@ func (c *Conn) WritePrefixed(prefix, p []byte) error {
 	if c.closing {
 		return ErrSessionClosed
 	}
-	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > slack(c.cfg.WriteTimeout) {
+	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
 		c.writeDeadline = want
 		_ = c.ws.SetWriteDeadline(want) // gorilla's writes set it from its own copy
 		if err := c.ws.NetConn().SetWriteDeadline(want); err != nil {
