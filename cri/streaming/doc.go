@@ -21,7 +21,7 @@
 // # Goroutines
 //
 // A v5 session runs on the HTTP handler's goroutine, which reads the
-// client (stdin straight into the process's read buffer, resize into the resize
+// client (stdin into the process's stdin pipe, resize into the resize
 // channel, the close signal as EOF), and one goroutine running the
 // runtime's Exec or Attach; output is written by whichever runtime goroutine
 // writes it, serialised by the connection. The status goes after the

@@ -30,12 +30,12 @@ func FuzzV5Client(f *testing.F) {
 	limits := DefaultLimits
 	f.Fuzz(func(t *testing.T, data []byte) {
 		wc := wire.NewConn(wiretest.ServerWS(t, &wiretest.LoopConn{Src: data}, 0), &limits)
-		stdin := newStdinPipe()
-		go func() { _, _ = io.Copy(io.Discard, stdin) }()
+		pr, pw := io.Pipe()
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
 		resize := make(chan TerminalSize, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- readV5(wc, stdin, resize)
+			done <- readV5(wc, pw, resize, 4096)
 		}()
 		select {
 		case err := <-done:
@@ -45,6 +45,6 @@ func FuzzV5Client(f *testing.F) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the read loop hung")
 		}
-		stdin.close(io.EOF)
+		pr.Close()
 	})
 }

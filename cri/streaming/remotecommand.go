@@ -37,9 +37,8 @@ var errProcessDone = errors.New("process ended")
 //     wire (writes are synchronous), so the status goes last, with the
 //     close frame, and the handler waits (bounded) for the client's close.
 //
-// Memory: stdin goes through a stdinPipe (no buffer: the client's message
-// is read straight into the process's read buffer, when it asks), output
-// through pooled buffers of BufferSize.
+// Memory: stdin goes through an io.Pipe (no buffer: the client's reads
+// wait for the process's), output through pooled buffers of BufferSize.
 func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, opts *remotecommandserver.Options, run func(context.Context, processIO) error) {
 	logger := klogFor(r, kind)
 	ws, err := s.rcUpgrader.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
@@ -53,10 +52,11 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	defer cancel()
 
 	var p processIO
-	var stdin *stdinPipe
+	var stdin *io.PipeWriter
+	var stdinR *io.PipeReader
 	if opts.Stdin {
-		stdin = newStdinPipe()
-		p.stdin = stdin
+		stdinR, stdin = io.Pipe()
+		p.stdin = stdinR
 	}
 	if opts.Stdout {
 		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize}
@@ -73,8 +73,8 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	done := make(chan *metav1.Status, 1)
 	go func() {
 		err := run(ctx, p)
-		if stdin != nil {
-			stdin.processDone()
+		if stdinR != nil {
+			stdinR.CloseWithError(errProcessDone)
 		}
 		st := wire.ExitStatus(err)
 		if s.ctx.Err() != nil {
@@ -95,15 +95,15 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	})
 	defer stopOnShutdown()
 
-	rerr := readV5(wc, stdin, resize)
+	rerr := readV5(wc, stdin, resize, s.config.BufferSize)
 	if resize != nil {
 		close(resize) // only readV5 sends on it
 	}
 	if stdin != nil {
 		if rerr == nil || wire.PeerClosed(rerr) {
-			stdin.close(io.EOF)
+			stdin.Close()
 		} else {
-			stdin.close(rerr)
+			stdin.CloseWithError(rerr)
 		}
 	}
 	if !wc.Closed() {
@@ -137,7 +137,7 @@ func shutdownStatus() *metav1.Status {
 // readV5 reads the client's messages until its close, an error, or the
 // grace after the session's status. stdin and resize are nil when the
 // session has none.
-func readV5(wc *wire.Conn, stdin *stdinPipe, resize chan TerminalSize) error {
+func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size int) error {
 	var sizes wire.ResizeStream
 	var ch [1]byte
 	var small [4096]byte // resize and close-signal messages
@@ -161,7 +161,7 @@ func readV5(wc *wire.Conn, stdin *stdinPipe, resize chan TerminalSize) error {
 			if !stdinOpen {
 				return wire.ProtocolErrorf("data on stdin, which is not open")
 			}
-			if err = stdin.feed(r); errors.Is(err, errProcessDone) {
+			if err = copyStdin(stdin, r, size); errors.Is(err, errProcessDone) {
 				// The process is gone; what is left has no reader.
 				_, err = io.Copy(io.Discard, r)
 			}
@@ -211,7 +211,7 @@ func readV5(wc *wire.Conn, stdin *stdinPipe, resize chan TerminalSize) error {
 			case remotecommand.StreamStdIn:
 				if stdinOpen { // closing twice, or a stdin-less session: harmless
 					stdinOpen = false
-					stdin.close(io.EOF) // the process reads EOF
+					stdin.Close() // the process reads EOF
 				}
 			case remotecommand.StreamResize:
 				resizeOpen = false
@@ -220,6 +220,29 @@ func readV5(wc *wire.Conn, stdin *stdinPipe, resize chan TerminalSize) error {
 			}
 		default:
 			return wire.ProtocolErrorf("unknown client channel %d", ch[0])
+		}
+	}
+}
+
+// copyStdin hands one stdin message to the process through a pooled buffer:
+// io.Copy would allocate one per message (neither side is a ReaderFrom or
+// WriterTo), and a quiet session holds none.
+func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
+	bp := wire.GetBuf(size)
+	defer wire.PutBuf(bp)
+	buf := *bp
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := stdin.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
