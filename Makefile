@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-chain fuzz bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-chain fuzz bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -51,6 +51,10 @@ test-apiserver:
 ## test-kubelet: kubectl through kube-apiserver to the upstream kubelet v1.37.2 with kubestream linked in, on containerd 2.4.
 test-kubelet:
 	hack/kubelet-e2e.sh
+
+## test-kubelet-skew: the same through the upstream kubelet v1.36.3 with kubestream linked in (one minor behind the v1.37.2 control plane).
+test-kubelet-skew:
+	KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
 
 ## test-chain: the same, on containerd v2.4.2 with kubestream's runtime-side server: WebSocket on every leg, no SPDY.
 test-chain:

@@ -27,8 +27,18 @@ import (
 	"github.com/kubestream/kubestream/internal/pki"
 )
 
-// TestKubelet runs kubectl through a real kube-apiserver to the upstream
-// kubelet v1.37.2 with kubestream linked in (hack/kube/kubelet), in front of
+// kubeletBinary is the patched kubelet under test: kubelet-kubestream
+// (v1.37.2), or another version's (hack/kubelet-e2e.sh sets it).
+func kubeletBinary() string {
+	if b := os.Getenv("KUBESTREAM_KUBELET_BINARY"); b != "" {
+		return b
+	}
+	return "kubelet-kubestream"
+}
+
+// TestKubelet runs kubectl through a real kube-apiserver v1.37.2 to the
+// upstream kubelet v1.37.2 (or v1.36.3: KUBESTREAM_KUBELET_VERSION, a skew of
+// one minor) with kubestream linked in (hack/kube/kubelet*), in front of
 // a real containerd. Nothing is faked: the kubelet registers its node and
 // declares ExtendWebSocketsToKubelet itself, runs the pod through CRI and
 // reports it running; the apiserver reads the declaration and passes
@@ -45,7 +55,7 @@ func TestKubelet(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "kubestream.yaml")
 		_ = os.WriteFile(bad, []byte("apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: sometimes\n"), 0o600)
 		bin, _ := exec.Command("../hack/kube.sh", "bin").Output()
-		cmd := exec.Command(filepath.Join(strings.TrimSpace(string(bin)), "kubelet-kubestream"), "--kubestream-config", bad, "--v=2")
+		cmd := exec.Command(filepath.Join(strings.TrimSpace(string(bin)), kubeletBinary()), "--kubestream-config", bad, "--v=2")
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), `runtimeWebSocketStreaming: Unsupported value: "sometimes"`) {
@@ -70,6 +80,11 @@ func TestKubelet(t *testing.T) {
 	})
 	if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}"); got != strconv.Itoa(port) {
 		t.Fatalf("node reports kubelet port %s, want %d", got, port)
+	}
+	if want := os.Getenv("KUBESTREAM_KUBELET_VERSION"); want != "" {
+		if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); got != want {
+			t.Fatalf("node runs kubelet %s, want %s", got, want)
+		}
 	}
 
 	cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod",
@@ -348,7 +363,7 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	if err := os.WriteFile(ksFile, []byte(ks), 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
-	cp.start("kubelet-kubestream", "--config", cfgFile, "--kubestream-config", ksFile, "--kubeconfig", kc,
+	cp.start(kubeletBinary(), "--config", cfgFile, "--kubestream-config", ksFile, "--kubeconfig", kc,
 		"--root-dir", filepath.Join(dir, "root"), "--hostname-override", nodeName, "--node-ip", ip.String(), "--v=2")
 	return port
 }

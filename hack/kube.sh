@@ -5,9 +5,10 @@
 #
 #   hack/kube.sh install     build them into ~/.cache/kubestream/kube-v1.37.2/bin
 #                            (7-10 minutes cold on 2 cores, seconds when cached)
-#   hack/kube.sh kubelet     build the kubelet v1.37.2 with kubestream linked in
-#                            (hack/kube/kubelet, server.go.patch applied to a copy of
-#                            k8s.io/kubernetes) into that directory as kubelet-kubestream
+#   hack/kube.sh kubelet [V] build the kubelet v1.37.2 (or V, where hack/kube/kubelet-V
+#                            exists: v1.36.3) with kubestream linked in
+#                            (server.go.patch applied to a copy of k8s.io/kubernetes)
+#                            into that directory as kubelet-kubestream[-V]
 #   hack/kube.sh bin         print that directory
 set -euo pipefail
 
@@ -34,33 +35,44 @@ install() {
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
 }
 
-# The kubelet is built from its own module (hack/kube/kubelet), whose
-# k8s.io/kubernetes is a copy with server.go.patch applied (_kubernetes,
-# remade when the patch changes); it links this checkout's kubestream, so it
-# is built every time (incrementally).
+# The kubelet is built from its own module (hack/kube/kubelet for v1.37.2,
+# hack/kube/kubelet-VERSION for another version: the same main.go and patch,
+# that version's dependencies), whose k8s.io/kubernetes is a copy with
+# server.go.patch applied (_kubernetes, remade when the patch changes); it
+# links this checkout's kubestream, so it is built every time
+# (incrementally). The binary is kubelet-kubestream, or
+# kubelet-kubestream-VERSION.
 kubelet() {
-	local mod=$ROOT/hack/kube/kubelet k8s stamp
-	stamp=$(sha256sum "$mod/server.go.patch" | cut -c1-16)
+	local version=${1:-$KUBE_VERSION} mod name k8s stamp
+	local patch=$ROOT/hack/kube/kubelet/server.go.patch
+	if [ "$version" = "$KUBE_VERSION" ]; then
+		mod=$ROOT/hack/kube/kubelet name=kubelet-kubestream
+	else
+		mod=$ROOT/hack/kube/kubelet-$version name=kubelet-kubestream-$version
+	fi
+	[ -f "$mod/go.mod" ] || { log "no module builds the kubelet $version (want $mod)"; exit 1; }
+	stamp=$(cat "$patch" | sha256sum | cut -c1-16)
 	if [ "$(cat "$mod/_kubernetes/.kubestream-patch" 2>/dev/null)" != "$stamp" ]; then
-		k8s=$(cd /tmp && go mod download -json k8s.io/kubernetes@$KUBE_VERSION | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-		[ -d "$k8s" ] || { log "k8s.io/kubernetes@$KUBE_VERSION not downloaded"; exit 1; }
+		k8s=$(cd /tmp && go mod download -json k8s.io/kubernetes@$version | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+		[ -d "$k8s" ] || { log "k8s.io/kubernetes@$version not downloaded"; exit 1; }
 		rm -rf "$mod/_kubernetes"
 		cp -r "$k8s" "$mod/_kubernetes"
 		chmod -R u+w "$mod/_kubernetes"
-		(cd "$mod/_kubernetes" && git apply "$mod/server.go.patch")
+		(cd "$mod/_kubernetes" && git apply "$patch")
 		echo "$stamp" >"$mod/_kubernetes/.kubestream-patch"
 	fi
 	mkdir -p "$BIN"
-	local v=k8s.io/component-base/version
-	log "building the kubelet $KUBE_VERSION with kubestream (5 minutes cold, seconds when cached)"
+	local v=k8s.io/component-base/version minor
+	minor=$(echo "$version" | cut -d. -f2)
+	log "building the kubelet $version with kubestream (5 minutes cold, seconds when cached)"
 	cd "$mod"
-	go build -trimpath -ldflags "-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean" \
-		-o "$BIN/kubelet-kubestream" .
+	go build -trimpath -ldflags "-s -w -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+		-o "$BIN/$name" .
 }
 
 case "${1:-}" in
 install) install ;;
-kubelet) kubelet ;;
+kubelet) kubelet "${2:-}" ;;
 bin) echo "$BIN" ;;
 *) sed -n '2,12p' "$0" >&2; exit 2 ;;
 esac

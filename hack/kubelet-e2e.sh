@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kubectl → kube-apiserver → the kubelet v1.37.2 with kubestream linked in →
+# kubectl → kube-apiserver → the kubelet v1.37.2 (or KUBESTREAM_KUBELET_VERSION)
+# with kubestream linked in →
 # containerd 2.4 (e2e/kubelet_test.go). Builds what it needs (hack/kube.sh,
 # hack/containerd.sh), then runs the kubelet, its private containerd, the
 # control plane and the test's clients inside a network namespace made for
@@ -15,9 +16,14 @@ NODE_IP=${KUBESTREAM_NODE_IP:-10.250.0.2}
 # kubestream's runtime-side server (hack/containerd.sh install-ws), WebSocket
 # on every leg.
 VARIANT=${1:-2.4}
+# The kubelet's version: v1.37.2, or another with a module in hack/kube
+# (v1.36.3), behind the same v1.37.2 control plane (a skew of one minor).
+KUBELET_VERSION=${KUBESTREAM_KUBELET_VERSION:-v1.37.2}
+export KUBESTREAM_KUBELET_VERSION=$KUBELET_VERSION KUBESTREAM_KUBELET_BINARY=kubelet-kubestream
+[ "$KUBELET_VERSION" = v1.37.2 ] || KUBESTREAM_KUBELET_BINARY=kubelet-kubestream-$KUBELET_VERSION
 
 hack/kube.sh install
-hack/kube.sh kubelet
+hack/kube.sh kubelet "$KUBELET_VERSION"
 hack/containerd.sh install
 [ "$VARIANT" != 2.4-ws ] || hack/containerd.sh install-ws
 KUBESTREAM_KUBE_BIN=$(hack/kube.sh bin)

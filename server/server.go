@@ -46,6 +46,13 @@ func NewFeatureGate() featuregate.MutableFeatureGate {
 // Runtime hands out single-use streaming URLs; *cri.Client is one.
 type Runtime = cri.Issuer
 
+// Authorizer is the one method kubestream asks of an authorizer: the
+// apiserver library's UnconditionalAuthorizer from v0.37 on, declared here
+// so that kubelets built on earlier versions link kubestream too.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authorizer.Attributes) (authorized authorizer.Decision, reason string, err error)
+}
+
 // Config is everything the server needs; a kubelet fills it from its own
 // pod manager, authenticator and authorizer.
 type Config struct {
@@ -67,7 +74,7 @@ type Config struct {
 	// Authenticator and Authorizer guard every endpoint but /healthz. A nil
 	// Authenticator lets everyone in as anonymous (development only).
 	Authenticator authenticator.Request
-	Authorizer    authorizer.UnconditionalAuthorizer
+	Authorizer    Authorizer
 	NodeName      string
 	// RequestAttributes, when set, gives the attributes to authorize a
 	// request with (a kubelet's own: its node name, its subresource
