@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-chain fuzz bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain fuzz bench lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -55,6 +55,11 @@ test-kubelet:
 ## test-kubelet-skew: the same through the upstream kubelet v1.36.3 with kubestream linked in (one minor behind the v1.37.2 control plane).
 test-kubelet-skew:
 	KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
+
+## test-kubelet-stock: the stock kubelets v1.37.2 and v1.36.3 (the same source, no kubestream) behind the same apiserver, for comparison.
+test-kubelet-stock:
+	KUBESTREAM_KUBELET_STOCK=1 hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
 
 ## test-chain: the same, on containerd v2.4.2 with kubestream's runtime-side server: WebSocket on every leg, no SPDY.
 test-chain:

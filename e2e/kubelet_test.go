@@ -63,67 +63,8 @@ func TestKubelet(t *testing.T) {
 		}
 	})
 
-	// A kubelet refuses a loopback node IP, so it serves on the machine's.
-	ip := hostIP(t)
-	certs, err := pki.WriteNodeSet(t.TempDir(), "kube-apiserver-kubelet-client", ip)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := startControlPlane(t, certs)
-	port := cp.startKubelet(certs, endpoint, ip)
-
-	// The apiserver learns of the kubelet's support from the node it
-	// registered, not from us.
-	waitFor(t, 2*time.Minute, func() bool {
-		r := cp.kubectl(nil, "get", "node", nodeName, "-o", "jsonpath={.status.declaredFeatures}")
-		return r.code == 0 && strings.Contains(r.stdout, "ExtendWebSocketsToKubelet")
-	})
-	if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}"); got != strconv.Itoa(port) {
-		t.Fatalf("node reports kubelet port %s, want %d", got, port)
-	}
-	if want := os.Getenv("KUBESTREAM_KUBELET_VERSION"); want != "" {
-		if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); got != want {
-			t.Fatalf("node runs kubelet %s, want %s", got, want)
-		}
-	}
-
-	cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "shell", "namespace": "default"},
-		"spec": map[string]any{"nodeName": nodeName, "hostNetwork": true, "terminationGracePeriodSeconds": 1,
-			"containers": []map[string]any{
-				{"name": "app", "image": image, "imagePullPolicy": "Never", "command": []string{"sleep", "3600"}},
-				// attach needs a process reading the container's own stdin,
-				// which the kubelet asks the runtime for (stdin: true).
-				{"name": "echo", "image": image, "imagePullPolicy": "Never", "stdin": true,
-					"command": []string{"sh", "-c", `while read -r l; do echo "echo: $l"; done`}},
-			}}})
-	defer cp.kubectl(nil, "delete", "pod", "shell", "--wait=false")
-	waitFor(t, 2*time.Minute, func() bool {
-		return cp.kubectl(nil, "get", "pod", "shell", "-o", "jsonpath={.status.phase}").stdout == "Running"
-	})
-
-	// kubeletMetric sums the samples of name whose labels include every
-	// one given, from the kubelet's /metrics (or /metrics/streaming) read
-	// through the apiserver's node proxy, as a scraper would.
-	kubeletMetric := func(path, name string, labels ...string) float64 {
-		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy"+path)
-		var total float64
-	lines:
-		for _, line := range strings.Split(out, "\n") {
-			if !strings.HasPrefix(line, name+"{") {
-				continue
-			}
-			for _, l := range labels {
-				if !strings.Contains(line, l) {
-					continue lines
-				}
-			}
-			var f float64
-			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
-			total += f
-		}
-		return total
-	}
+	n := kubeletNode(t, endpoint, image, kubeletBinary(), true)
+	cp, kubeletMetric, ip, port, certs := n.cp, n.metric, n.ip, n.port, n.certs
 	// Against a containerd that serves WebSockets itself (the patched
 	// build, hack/containerd.sh 2.4-ws) every session goes straight
 	// through, with no SPDY on any leg; against stock containerd the node
@@ -301,9 +242,90 @@ func TestKubelet(t *testing.T) {
 	})
 }
 
-// startKubelet runs the patched kubelet against the control plane and the
-// runtime at endpoint and returns its port.
-func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP) int {
+// kubeletNode starts the control plane and the kubelet binary (kubestream
+// linked in and configured, or stock) in front of the runtime at endpoint,
+// waits for its node to declare ExtendWebSocketsToKubelet and for a pod
+// "shell" (containers app and echo) to run, and returns the control plane
+// and a reader of the kubelet's metrics: the sum of the samples of name
+// whose labels include every one given, from the kubelet's /metrics (or
+// /metrics/streaming) read through the apiserver's node proxy, as a
+// scraper would.
+func kubeletNode(t *testing.T, endpoint, image, binary string, kubestream bool) *kubeletRun {
+	t.Helper()
+	// A kubelet refuses a loopback node IP, so it serves on the machine's.
+	ip := hostIP(t)
+	certs, err := pki.WriteNodeSet(t.TempDir(), "kube-apiserver-kubelet-client", ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := startControlPlane(t, certs)
+	port := cp.startKubelet(certs, endpoint, ip, binary, kubestream)
+
+	// The apiserver learns of the kubelet's support from the node it
+	// registered, not from us.
+	waitFor(t, 2*time.Minute, func() bool {
+		r := cp.kubectl(nil, "get", "node", nodeName, "-o", "jsonpath={.status.declaredFeatures}")
+		return r.code == 0 && strings.Contains(r.stdout, "ExtendWebSocketsToKubelet")
+	})
+	if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}"); got != strconv.Itoa(port) {
+		t.Fatalf("node reports kubelet port %s, want %d", got, port)
+	}
+	if want := os.Getenv("KUBESTREAM_KUBELET_VERSION"); want != "" {
+		if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); got != want {
+			t.Fatalf("node runs kubelet %s, want %s", got, want)
+		}
+	}
+
+	cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "shell", "namespace": "default"},
+		"spec": map[string]any{"nodeName": nodeName, "hostNetwork": true, "terminationGracePeriodSeconds": 1,
+			"containers": []map[string]any{
+				{"name": "app", "image": image, "imagePullPolicy": "Never", "command": []string{"sleep", "3600"}},
+				// attach needs a process reading the container's own stdin,
+				// which the kubelet asks the runtime for (stdin: true).
+				{"name": "echo", "image": image, "imagePullPolicy": "Never", "stdin": true,
+					"command": []string{"sh", "-c", `while read -r l; do echo "echo: $l"; done`}},
+			}}})
+	t.Cleanup(func() { cp.kubectl(nil, "delete", "pod", "shell", "--wait=false") })
+	waitFor(t, 2*time.Minute, func() bool {
+		return cp.kubectl(nil, "get", "pod", "shell", "-o", "jsonpath={.status.phase}").stdout == "Running"
+	})
+
+	return &kubeletRun{cp: cp, ip: ip, port: port, certs: certs, metric: func(path, name string, labels ...string) float64 {
+		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy"+path)
+		var total float64
+	lines:
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(line, name+"{") {
+				continue
+			}
+			for _, l := range labels {
+				if !strings.Contains(line, l) {
+					continue lines
+				}
+			}
+			var f float64
+			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
+			total += f
+		}
+		return total
+	}}
+}
+
+// kubeletRun is a running node: its control plane, the kubelet's address,
+// the node's certificates and the kubelet's metrics reader.
+type kubeletRun struct {
+	cp     *controlPlane
+	ip     net.IP
+	port   int
+	certs  *pki.Files
+	metric func(path, name string, labels ...string) float64
+}
+
+// startKubelet runs the kubelet binary against the control plane and the
+// runtime at endpoint (with kubestream's configuration file when it has
+// kubestream linked in) and returns its port.
+func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP, binary string, kubestream bool) int {
 	cp.t.Helper()
 	dir := filepath.Join(cp.dir, "kubelet")
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
@@ -352,6 +374,12 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	if err := os.WriteFile(kc, data, 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
+	args := []string{"--config", cfgFile, "--kubeconfig", kc,
+		"--root-dir", filepath.Join(dir, "root"), "--hostname-override", nodeName, "--node-ip", ip.String(), "--v=2"}
+	if !kubestream {
+		cp.start(binary, args...)
+		return port
+	}
 	// What the kubelet has no field for comes from kubestream's own file.
 	ksFile := filepath.Join(dir, "kubestream.yaml")
 	mode := "never"
@@ -363,8 +391,7 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	if err := os.WriteFile(ksFile, []byte(ks), 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
-	cp.start(kubeletBinary(), "--config", cfgFile, "--kubestream-config", ksFile, "--kubeconfig", kc,
-		"--root-dir", filepath.Join(dir, "root"), "--hostname-override", nodeName, "--node-ip", ip.String(), "--v=2")
+	cp.start(binary, append(args, "--kubestream-config", ksFile)...)
 	return port
 }
 
@@ -465,3 +492,46 @@ func rawUpgradeAt(t *testing.T, addr, caFile string, user clientCert, method, pa
 // chainWebSockets reports whether the kubelet's containerd is the build
 // with kubestream's runtime-side server (hack/containerd.sh up 2.4-ws).
 func chainWebSockets() bool { return os.Getenv("KUBESTREAM_CONTAINERD_WEBSOCKETS") == "1" }
+
+// TestKubeletStock is the comparison: the same kubelet version built stock
+// (hack/kube.sh kubelet-stock: the patched source with the hook unset, so
+// exactly upstream's behaviour), behind the same v1.37.2 apiserver, on the
+// same containerd. It declares ExtendWebSocketsToKubelet itself, the
+// apiserver passes kubectl's WebSockets through, and the kubelet's own
+// translator (upstream's, over SPDY to the runtime) serves them: kubectl
+// works, upstream's counter counts, and no kubestream series exists.
+func TestKubeletStock(t *testing.T) {
+	endpoint := os.Getenv("KUBESTREAM_KUBELET_RUNTIME")
+	image := os.Getenv("KUBESTREAM_E2E_IMAGE")
+	if endpoint == "" || image == "" {
+		t.Fatal("KUBESTREAM_KUBELET_RUNTIME and KUBESTREAM_E2E_IMAGE are not set: run this with hack/kubelet-e2e.sh")
+	}
+	n := kubeletNode(t, endpoint, image, kubeletBinary(), false)
+	cp := n.cp
+	const up = "kubelet_websocket_streaming_requests_total"
+	before := n.metric("/metrics", up, `subresource="exec"`)
+	passed := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"})
+
+	r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "seq", "1", "200000")
+	if r.code != 0 || r.stdout != seqOutput(200000) {
+		t.Fatalf("seq: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
+	}
+	forwardAndCheck(t, cp, "pod/shell", tcpEcho(t))
+
+	if d := n.metric("/metrics", up, `subresource="exec"`) - before; d != 2 {
+		t.Errorf("the kubelet's own translator counted %v exec WebSockets for 2 execs", d)
+	}
+	if d := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"}) - passed; d != 2 {
+		t.Errorf("the apiserver passed %v exec WebSockets to the kubelet for 2 execs", d)
+	}
+	if n.metric("/metrics", up, `subresource="portforward"`) < 1 {
+		t.Errorf("the kubelet's own tunnel counted no port-forward")
+	}
+	if out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics"); strings.Contains(out, "kubestream_") {
+		t.Errorf("a stock kubelet exposes kubestream series")
+	}
+}

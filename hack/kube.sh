@@ -9,6 +9,7 @@
 #                            exists: v1.36.3) with kubestream linked in
 #                            (server.go.patch applied to a copy of k8s.io/kubernetes)
 #                            into that directory as kubelet-kubestream[-V]
+#   hack/kube.sh kubelet-stock [V]  the same version's stock kubelet, as kubelet-stock[-V]
 #   hack/kube.sh bin         print that directory
 set -euo pipefail
 
@@ -43,7 +44,7 @@ install() {
 # (incrementally). The binary is kubelet-kubestream, or
 # kubelet-kubestream-VERSION.
 kubelet() {
-	local version=${1:-$KUBE_VERSION} mod name k8s stamp
+	local version=${1:-$KUBE_VERSION} stock=${2:-0} mod name k8s stamp
 	local patch=$ROOT/hack/kube/kubelet/server.go.patch
 	if [ "$version" = "$KUBE_VERSION" ]; then
 		mod=$ROOT/hack/kube/kubelet name=kubelet-kubestream
@@ -64,15 +65,23 @@ kubelet() {
 	mkdir -p "$BIN"
 	local v=k8s.io/component-base/version minor
 	minor=$(echo "$version" | cut -d. -f2)
-	log "building the kubelet $version with kubestream (5 minutes cold, seconds when cached)"
+	local ld="-s -w -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
 	cd "$mod"
-	go build -trimpath -ldflags "-s -w -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
-		-o "$BIN/$name" .
+	if [ "$stock" = 1 ]; then
+		# upstream's cmd/kubelet from the same copy: the hook is never set,
+		# so this is the stock kubelet of that version.
+		log "building the stock kubelet $version (a minute when the patched one is cached)"
+		go build -trimpath -ldflags "$ld" -o "$BIN/${name/kubelet-kubestream/kubelet-stock}" k8s.io/kubernetes/cmd/kubelet
+		return
+	fi
+	log "building the kubelet $version with kubestream (5 minutes cold, seconds when cached)"
+	go build -trimpath -ldflags "$ld" -o "$BIN/$name" .
 }
 
 case "${1:-}" in
 install) install ;;
 kubelet) kubelet "${2:-}" ;;
+kubelet-stock) kubelet "${2:-}" 1 ;;
 bin) echo "$BIN" ;;
 *) sed -n '2,12p' "$0" >&2; exit 2 ;;
 esac

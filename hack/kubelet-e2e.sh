@@ -21,9 +21,17 @@ VARIANT=${1:-2.4}
 KUBELET_VERSION=${KUBESTREAM_KUBELET_VERSION:-v1.37.2}
 export KUBESTREAM_KUBELET_VERSION=$KUBELET_VERSION KUBESTREAM_KUBELET_BINARY=kubelet-kubestream
 [ "$KUBELET_VERSION" = v1.37.2 ] || KUBESTREAM_KUBELET_BINARY=kubelet-kubestream-$KUBELET_VERSION
-
+# KUBESTREAM_KUBELET_STOCK=1: that version's stock kubelet instead, for
+# comparison (TestKubeletStock).
+TEST=TestKubelet
 hack/kube.sh install
-hack/kube.sh kubelet "$KUBELET_VERSION"
+if [ "${KUBESTREAM_KUBELET_STOCK:-}" = 1 ]; then
+	TEST=TestKubeletStock
+	KUBESTREAM_KUBELET_BINARY=${KUBESTREAM_KUBELET_BINARY/kubelet-kubestream/kubelet-stock}
+	hack/kube.sh kubelet-stock "$KUBELET_VERSION"
+else
+	hack/kube.sh kubelet "$KUBELET_VERSION"
+fi
 hack/containerd.sh install
 [ "$VARIANT" != 2.4-ws ] || hack/containerd.sh install-ws
 KUBESTREAM_KUBE_BIN=$(hack/kube.sh bin)
@@ -61,5 +69,5 @@ innet env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
 	export KUBESTREAM_KUBELET_RUNTIME=$KUBESTREAM_CONTAINERD_ENDPOINT
 	unset KUBESTREAM_CONTAINERD_ENDPOINT
 	cd e2e
-	innet "$dir/bin/e2e.test" -test.run '^TestKubelet$' -test.count=1 -test.timeout 15m ${KUBESTREAM_TEST_VERBOSE:+-test.v}
+	innet "$dir/bin/e2e.test" -test.run "^$TEST\$" -test.count=1 -test.timeout 15m ${KUBESTREAM_TEST_VERBOSE:+-test.v}
 ) || { tail -30 "$dir/containerd.log" >&2; exit 1; }
