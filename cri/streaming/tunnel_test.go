@@ -154,6 +154,27 @@ func TestTunnelStreams(t *testing.T) {
 		}
 	})
 
+	t.Run("data on the error stream", func(t *testing.T) {
+		// Nothing reads an error stream: what a client writes on one is
+		// dropped, and holds up neither the session nor its data stream.
+		errs, err := createStream(conn, criportforward.StreamTypeError, "80", "5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := createStream(conn, criportforward.StreamTypeData, "80", "5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := errs.Write(make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		_ = errs.Close()
+		go func() { _, _ = data.Write([]byte("past the error stream")); _ = data.Close() }()
+		if got, _ := readAll(t, data); got != "past the error stream" {
+			t.Fatalf("data stream after 1 MiB on the error stream: %q", got)
+		}
+	})
+
 	// The session outlived everything above.
 	_, data := openPair(t, conn, "80", "4")
 	go func() { _, _ = data.Write([]byte("still here")); _ = data.Close() }()
