@@ -92,6 +92,7 @@ func (s *server) runTunnel(ws *websocket.Conn, sandbox string, logger klog.Logge
 	defer stop()
 
 	rerr := t.read()
+	stop() // the reader ended first: the close below says why, not "going away"
 	cancel()
 	t.resetAll()
 	t.pairs.stopAll()
