@@ -317,24 +317,34 @@ func (cp *controlPlane) patchStatus(kind, name string, status any) {
 }
 
 // apiserverMetric sums the apiserver's samples of name whose label set
-// contains every label in want (`name{a="b",...}` text format).
+// contains every label in want.
 func (cp *controlPlane) apiserverMetric(name string, want map[string]string) float64 {
 	cp.t.Helper()
-	out := cp.must(nil, "get", "--raw", "/metrics")
+	var labels []string
+	for k, v := range want {
+		labels = append(labels, fmt.Sprintf("%s=%q", k, v))
+	}
+	return sumSamples(cp.t, cp.must(nil, "get", "--raw", "/metrics"), name, labels...)
+}
+
+// sumSamples sums the samples of name in a Prometheus text exposition
+// (`name{a="b",...} value`) whose labels include every one given (`a="b"`).
+func sumSamples(t *testing.T, exposition, name string, labels ...string) float64 {
+	t.Helper()
 	var total float64
 next:
-	for _, line := range strings.Split(out, "\n") {
+	for _, line := range strings.Split(exposition, "\n") {
 		if !strings.HasPrefix(line, name+"{") {
 			continue
 		}
-		for k, v := range want {
-			if !strings.Contains(line, fmt.Sprintf("%s=%q", k, v)) {
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
 				continue next
 			}
 		}
 		var f float64
 		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f); err != nil {
-			cp.t.Fatalf("metric line %q: %v", line, err)
+			t.Fatalf("metric line %q: %v", line, err)
 		}
 		total += f
 	}

@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -292,23 +291,7 @@ func kubeletNode(t *testing.T, endpoint, image, binary string, kubestream bool) 
 	})
 
 	return &kubeletRun{cp: cp, ip: ip, port: port, certs: certs, metric: func(path, name string, labels ...string) float64 {
-		out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy"+path)
-		var total float64
-	lines:
-		for _, line := range strings.Split(out, "\n") {
-			if !strings.HasPrefix(line, name+"{") {
-				continue
-			}
-			for _, l := range labels {
-				if !strings.Contains(line, l) {
-					continue lines
-				}
-			}
-			var f float64
-			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f)
-			total += f
-		}
-		return total
+		return sumSamples(t, cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy"+path), name, labels...)
 	}}
 }
 
