@@ -154,17 +154,28 @@ func (c *Conn) tick() time.Duration {
 func (c *Conn) WriteFrame(buf []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.beginWrite(); err != nil {
+		return err
+	}
+	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
+}
+
+// beginWrite (mu held) refuses data after the close frame, moves the write
+// deadline (gorilla's copy and the socket's, as WritePrefixed writes beside
+// gorilla) at most once per Slack, and counts the write as activity.
+func (c *Conn) beginWrite() error {
 	if c.closing {
 		return ErrSessionClosed
 	}
 	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
 		c.writeDeadline = want
-		if err := c.ws.SetWriteDeadline(want); err != nil {
+		_ = c.ws.SetWriteDeadline(want)
+		if err := c.ws.NetConn().SetWriteDeadline(want); err != nil {
 			return err
 		}
 	}
 	c.activity.Add(1)
-	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
+	return nil
 }
 
 // writeControl sends a control frame under mu: WriteChannel writes to the
@@ -201,17 +212,9 @@ func (c *Conn) WritePrefixed(prefix, p []byte) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closing {
-		return ErrSessionClosed
+	if err := c.beginWrite(); err != nil {
+		return err
 	}
-	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
-		c.writeDeadline = want
-		_ = c.ws.SetWriteDeadline(want) // gorilla's writes set it from its own copy
-		if err := c.ws.NetConn().SetWriteDeadline(want); err != nil {
-			return err
-		}
-	}
-	c.activity.Add(1)
 	c.hdr = appendHeader(c.hdr[:0], OpBinary, len(prefix)+len(p))
 	c.hdr = append(c.hdr, prefix...)
 	c.iov[0], c.iov[1] = c.hdr, p
