@@ -44,12 +44,9 @@ func (c *spdyConn) synStream(name, value string) (uint32, error) {
 	defer c.wmu.Unlock()
 	id := c.nextID
 	c.nextID += 2
-	blockLen := spdy.HeaderBlockLen(!c.headerSent, name, value)
-	b := make([]byte, 0, spdy.HeaderLen+spdy.SynStreamFixed+blockLen)
-	b = spdy.AppendControl(b, spdy.TypeSynStream, 0, spdy.SynStreamFixed+blockLen)
-	b = binary.BigEndian.AppendUint32(b, id)
-	b = append(b, 0, 0, 0, 0, 0, 0) // associated stream, priority, slot
-	b = spdy.AppendHeaderBlock(b, !c.headerSent, name, value)
+	var fixed [spdy.SynStreamFixed]byte // the stream ID; associated stream, priority and slot 0
+	binary.BigEndian.PutUint32(fixed[:], id)
+	b := spdy.AppendHeaders(make([]byte, 0, 64+len(name)+len(value)), spdy.TypeSynStream, fixed[:], !c.headerSent, name, value)
 	c.headerSent = true
 	_, err := c.conn.Write(b)
 	return id, err

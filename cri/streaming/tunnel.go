@@ -287,11 +287,9 @@ func (t *tunnel) stallLimit() time.Duration {
 func (t *tunnel) reply(id uint32) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	block := spdy.AppendHeaderBlock(nil, !t.replyStarted)
-	frame := spdy.AppendControl(make([]byte, 0, spdy.HeaderLen+4+len(block)), spdy.TypeSynReply, 0, 4+len(block))
-	frame = binary.BigEndian.AppendUint32(frame, id)
+	frame := spdy.AppendHeaders(nil, spdy.TypeSynReply, binary.BigEndian.AppendUint32(nil, id), !t.replyStarted)
 	t.replyStarted = true
-	return t.wc.WriteFrame(append(frame, block...))
+	return t.wc.WriteFrame(frame)
 }
 
 func (t *tunnel) writeReset(id uint32, status uint32) error {

@@ -235,10 +235,7 @@ func TestTunnelBackpressure(t *testing.T) {
 // running.
 func FuzzTunnelClient(f *testing.F) {
 	syn := func(id uint32, first bool, typ string) []byte {
-		block := spdy.AppendHeaderBlock(nil, first, "streamtype", typ, "port", "80", "requestid", "0")
-		b := spdy.AppendControl(nil, spdy.TypeSynStream, 0, spdy.SynStreamFixed+len(block))
-		b = append(b, 0, 0, 0, byte(id), 0, 0, 0, 0, 0, 0)
-		return append(b, block...)
+		return spdy.AppendHeaders(nil, spdy.TypeSynStream, []byte{0, 0, 0, byte(id), 0, 0, 0, 0, 0, 0}, first, "streamtype", typ, "port", "80", "requestid", "0")
 	}
 	data := func(id uint32, p string, fin bool) []byte {
 		b := make([]byte, spdy.HeaderLen, spdy.HeaderLen+len(p))

@@ -119,16 +119,17 @@ func AppendHeaderBlock(dst []byte, first bool, kv ...string) []byte {
 	return append(dst, 0, 0, 0, 0xff, 0xff)
 }
 
-// HeaderBlockLen is the length AppendHeaderBlock appends.
-func HeaderBlockLen(first bool, kv ...string) int {
-	n := 5 + 4 + 5
-	if first {
-		n += len(zlibPrefix)
-	}
-	for _, s := range kv {
-		n += 4 + len(s)
-	}
-	return n
+// AppendHeaders appends a control frame carrying a header block (a
+// SYN_STREAM, SYN_REPLY or HEADERS): its fixed fields (the stream ID and
+// what the type puts after it), then the block, its length filled in last.
+func AppendHeaders(dst []byte, typ uint16, fixed []byte, first bool, kv ...string) []byte {
+	start := len(dst)
+	dst = AppendControl(dst, typ, 0, 0)
+	dst = append(dst, fixed...)
+	dst = AppendHeaderBlock(dst, first, kv...)
+	n := len(dst) - start - HeaderLen
+	dst[start+5], dst[start+6], dst[start+7] = byte(n>>16), byte(n>>8), byte(n)
+	return dst
 }
 
 // Boundary follows SPDY frame boundaries in a byte stream. Every SPDY

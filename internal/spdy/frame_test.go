@@ -36,13 +36,7 @@ func TestDictionary(t *testing.T) {
 func TestHeadersBothWays(t *testing.T) {
 	var buf bytes.Buffer
 	for i, kv := range [][]string{{"streamtype", "error", "port", "80"}, {"streamtype", "data", "port", "80"}} {
-		block := AppendHeaderBlock(nil, i == 0, kv...)
-		frame := AppendControl(nil, TypeSynStream, 0, SynStreamFixed+len(block))
-		frame = append(frame, 0, 0, 0, byte(2*i+1), 0, 0, 0, 0, 0, 0)
-		buf.Write(append(frame, block...))
-		if n := HeaderBlockLen(i == 0, kv...); n != len(block) {
-			t.Fatalf("HeaderBlockLen %d, block %d", n, len(block))
-		}
+		buf.Write(AppendHeaders(nil, TypeSynStream, []byte{0, 0, 0, byte(2*i + 1), 0, 0, 0, 0, 0, 0}, i == 0, kv...))
 	}
 	f, err := spdystream.NewFramer(&bytes.Buffer{}, &buf)
 	if err != nil {
