@@ -100,16 +100,11 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	defer stop()
 	var idled atomic.Bool
 	if !legacy && cfg.IdleTimeout > 0 {
-		// A timer, not a parked goroutine, checks at a quarter of the
-		// timeout whether anything moved.
-		tick := max(cfg.IdleTimeout/4, 50*time.Millisecond)
-		var last uint64
-		idleSince := time.Now()
+		tick := wire.IdleCheckPeriod(cfg.IdleTimeout, 0)
+		clock := wire.NewIdleClock(time.Now())
 		var timer *time.Timer
 		check := func() {
-			if n := activity.Load(); n != last {
-				last, idleSince = n, time.Now()
-			} else if time.Since(idleSince) >= cfg.IdleTimeout {
+			if clock.Idle(activity.Load(), time.Now(), cfg.IdleTimeout) {
 				idled.Store(true)
 				wake()
 				return
