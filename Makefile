@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain fuzz bench lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -52,18 +52,25 @@ test-apiserver:
 test-kubelet:
 	hack/kubelet-e2e.sh
 
-## test-kubelet-skew: the same through the upstream kubelet v1.36.3 with kubestream linked in (one minor behind the v1.37.2 control plane).
+## test-kubelet-skew: the same through the upstream kubelets v1.36.3 and v1.35.4 with kubestream linked in (one and two minors behind the v1.37.2 control plane).
 test-kubelet-skew:
 	KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_VERSION=v1.35.4 hack/kubelet-e2e.sh
 
-## test-kubelet-stock: the stock kubelets v1.37.2 and v1.36.3 (the same source, no kubestream) behind the same apiserver, for comparison.
+## test-kubelet-stock: the stock kubelets v1.37.2, v1.36.3 and v1.35.4 (the same source, no kubestream) behind the same apiserver, for comparison.
 test-kubelet-stock:
 	KUBESTREAM_KUBELET_STOCK=1 hack/kubelet-e2e.sh
 	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.35.4 hack/kubelet-e2e.sh
 
 ## test-chain: the same, on containerd v2.4.2 with kubestream's runtime-side server: WebSocket on every leg, no SPDY.
 test-chain:
 	hack/kubelet-e2e.sh 2.4-ws
+
+## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~30 minutes).
+## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.
+bench-node:
+	KUBESTREAM_TEST_VERBOSE=1 hack/kubelet-e2e.sh bench
 
 ## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
 ## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.

@@ -328,13 +328,14 @@ func (cp *controlPlane) apiserverMetric(name string, want map[string]string) flo
 }
 
 // sumSamples sums the samples of name in a Prometheus text exposition
-// (`name{a="b",...} value`) whose labels include every one given (`a="b"`).
+// (`name{a="b",...} value`, or `name value`) whose labels include every one
+// given (`a="b"`).
 func sumSamples(t *testing.T, exposition, name string, labels ...string) float64 {
 	t.Helper()
 	var total float64
 next:
 	for _, line := range strings.Split(exposition, "\n") {
-		if !strings.HasPrefix(line, name+"{") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		for _, l := range labels {

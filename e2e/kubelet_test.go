@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -26,6 +27,21 @@ import (
 	"github.com/kubestream/kubestream/internal/pki"
 )
 
+// kubeletMinor is the minor version of the kubelet under test
+// (KUBESTREAM_KUBELET_VERSION, v1.37.2 when unset).
+func kubeletMinor(t *testing.T) int {
+	v := os.Getenv("KUBESTREAM_KUBELET_VERSION")
+	if v == "" {
+		return 37
+	}
+	f := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	m, err := strconv.Atoi(f[min(1, len(f)-1)])
+	if len(f) != 3 || err != nil {
+		t.Fatalf("KUBESTREAM_KUBELET_VERSION=%q is not vMAJOR.MINOR.PATCH", v)
+	}
+	return m
+}
+
 // kubeletBinary is the patched kubelet under test: kubelet-kubestream
 // (v1.37.2), or another version's (hack/kubelet-e2e.sh sets it).
 func kubeletBinary() string {
@@ -36,12 +52,14 @@ func kubeletBinary() string {
 }
 
 // TestKubelet runs kubectl through a real kube-apiserver v1.37.2 to the
-// upstream kubelet v1.37.2 (or v1.36.3: KUBESTREAM_KUBELET_VERSION, a skew of
-// one minor) with kubestream linked in (hack/kube/kubelet*), in front of
-// a real containerd. Nothing is faked: the kubelet registers its node and
-// declares ExtendWebSocketsToKubelet itself, runs the pod through CRI and
-// reports it running; the apiserver reads the declaration and passes
-// kubectl's WebSockets through; kubestream serves them inside the kubelet.
+// upstream kubelet v1.37.2 (or v1.36.3 or v1.35.4: KUBESTREAM_KUBELET_VERSION,
+// a skew of one or two minors) with kubestream linked in (hack/kube/kubelet*),
+// in front of a real containerd. Nothing is faked: the kubelet registers its
+// node and declares ExtendWebSocketsToKubelet itself (v1.35.4: kubestream's
+// gate, declared through the node-declared-features registry), runs the pod
+// through CRI and reports it running; the apiserver reads the declaration
+// and passes kubectl's WebSockets through; kubestream serves them inside
+// the kubelet.
 func TestKubelet(t *testing.T) {
 	endpoint := os.Getenv("KUBESTREAM_KUBELET_RUNTIME")
 	image := os.Getenv("KUBESTREAM_E2E_IMAGE")
@@ -62,7 +80,7 @@ func TestKubelet(t *testing.T) {
 		}
 	})
 
-	n := kubeletNode(t, endpoint, image, kubeletBinary(), true)
+	n := kubeletNode(t, endpoint, image, kubeletBinary(), true, kubeletOpts{})
 	cp, kubeletMetric, ip, port, certs := n.cp, n.metric, n.ip, n.port, n.certs
 	// Against a containerd that serves WebSockets itself (the patched
 	// build, hack/containerd.sh 2.4-ws) every session goes straight
@@ -151,12 +169,21 @@ func TestKubelet(t *testing.T) {
 		if d := kubeletMetric("/metrics", ks, `subresource="exec"`, `route="`+rc+`"`) - beforeKS; d != 2 {
 			t.Errorf("%s on the kubelet's /metrics rose by %v for 2 execs", ks, d)
 		}
-		if d := kubeletMetric("/metrics", up, `subresource="exec"`) - beforeUp; d != 2 {
-			t.Errorf("%s rose by %v for 2 execs", up, d)
+		// The v1.35 kubelet has no such counter: the series must be absent
+		// rather than invented.
+		want := 2.0
+		if kubeletMinor(t) < 36 {
+			want = 0
+		}
+		if d := kubeletMetric("/metrics", up, `subresource="exec"`) - beforeUp; d != want {
+			t.Errorf("%s rose by %v for 2 execs, want %v", up, d, want)
 		}
 		// Over the whole run, upstream's counter and kubestream's agree on
 		// every WebSocket session kubestream carried.
 		for _, sub := range []string{"exec", "attach", "portforward"} {
+			if kubeletMinor(t) < 36 {
+				break
+			}
 			route := `route="` + rc + `"`
 			if sub == "portforward" {
 				route = `route="` + pf + `"`
@@ -249,7 +276,7 @@ func TestKubelet(t *testing.T) {
 // whose labels include every one given, from the kubelet's /metrics (or
 // /metrics/streaming) read through the apiserver's node proxy, as a
 // scraper would.
-func kubeletNode(t *testing.T, endpoint, image, binary string, kubestream bool) *kubeletRun {
+func kubeletNode(t *testing.T, endpoint, image, binary string, kubestream bool, o kubeletOpts) *kubeletRun {
 	t.Helper()
 	// A kubelet refuses a loopback node IP, so it serves on the machine's.
 	ip := hostIP(t)
@@ -258,14 +285,25 @@ func kubeletNode(t *testing.T, endpoint, image, binary string, kubestream bool) 
 		t.Fatal(err)
 	}
 	cp := startControlPlane(t, certs)
-	port := cp.startKubelet(certs, endpoint, ip, binary, kubestream)
+	port := cp.startKubelet(certs, endpoint, ip, binary, kubestream, o)
 
 	// The apiserver learns of the kubelet's support from the node it
-	// registered, not from us.
-	waitFor(t, 2*time.Minute, func() bool {
-		r := cp.kubectl(nil, "get", "node", nodeName, "-o", "jsonpath={.status.declaredFeatures}")
-		return r.code == 0 && strings.Contains(r.stdout, "ExtendWebSocketsToKubelet")
-	})
+	// registered, not from us. A stock v1.35 kubelet knows nothing of
+	// the feature: its node is ready without declaring it.
+	if kubestream || kubeletMinor(t) >= 36 {
+		waitFor(t, 2*time.Minute, func() bool {
+			r := cp.kubectl(nil, "get", "node", nodeName, "-o", "jsonpath={.status.declaredFeatures}")
+			return r.code == 0 && strings.Contains(r.stdout, "ExtendWebSocketsToKubelet")
+		})
+	} else {
+		waitFor(t, 2*time.Minute, func() bool {
+			r := cp.kubectl(nil, "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return r.code == 0 && r.stdout == "True"
+		})
+		if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.declaredFeatures}"); strings.Contains(got, "ExtendWebSocketsToKubelet") {
+			t.Fatalf("a stock v1.35 node declares %s", got)
+		}
+	}
 	if got := cp.must(nil, "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}"); got != strconv.Itoa(port) {
 		t.Fatalf("node reports kubelet port %s, want %d", got, port)
 	}
@@ -295,6 +333,13 @@ func kubeletNode(t *testing.T, endpoint, image, binary string, kubestream bool) 
 	}}
 }
 
+// kubeletOpts change the node's settings from the tests' own: the bench
+// holds sessions open far longer than the tests' 8 s idle timeout.
+type kubeletOpts struct {
+	idleTimeout string // the kubelet's streamingConnectionIdleTimeout
+	kubestream  string // appended to kubestream's configuration file
+}
+
 // kubeletRun is a running node: its control plane, the kubelet's address,
 // the node's certificates and the kubelet's metrics reader.
 type kubeletRun struct {
@@ -308,7 +353,7 @@ type kubeletRun struct {
 // startKubelet runs the kubelet binary against the control plane and the
 // runtime at endpoint (with kubestream's configuration file when it has
 // kubestream linked in) and returns its port.
-func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP, binary string, kubestream bool) int {
+func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP, binary string, kubestream bool, o kubeletOpts) int {
 	cp.t.Helper()
 	dir := filepath.Join(cp.dir, "kubelet")
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
@@ -319,6 +364,13 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	// gone. Cleanups run last-in first-out: this one after the kubelet's end.
 	cp.t.Cleanup(func() { unmountUnder(cp.t, dir) })
 	port := freePort(cp.t)
+	featureGates := map[string]bool{"KubeletInUserNamespace": true}
+	if kubestream && kubeletMinor(cp.t) == 35 {
+		// v1.35's node declares features only with this alpha gate on;
+		// without it the apiserver translates (README: kubelets of other
+		// versions).
+		featureGates["NodeDeclaredFeatures"] = true
+	}
 	cfg := map[string]any{
 		"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
 		"address": ip.String(), "port": port, "readOnlyPort": 0, "healthzPort": 0,
@@ -337,10 +389,10 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 		"evictionHard":                map[string]string{"memory.available": "0%", "nodefs.available": "0%", "imagefs.available": "0%"},
 		"imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
 		"nodeStatusUpdateFrequency": "2s", "resolvConf": "",
-		"featureGates": map[string]bool{"KubeletInUserNamespace": true},
+		"featureGates": featureGates,
 		// kubestream must honour the kubelet's own setting (the idle-timeout
 		// test); every other test keeps data flowing well within it.
-		"streamingConnectionIdleTimeout": "8s",
+		"streamingConnectionIdleTimeout": cmp.Or(o.idleTimeout, "8s"),
 	}
 	b, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(dir, "config.json")
@@ -370,7 +422,7 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 		mode = "auto"
 	}
 	ks := "apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\nruntimeWebSocketStreaming: " + mode + "\n" +
-		"auditLogPath: " + filepath.Join(dir, "kubestream-audit.log") + "\n"
+		"auditLogPath: " + filepath.Join(dir, "kubestream-audit.log") + "\n" + o.kubestream
 	if err := os.WriteFile(ksFile, []byte(ks), 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
@@ -479,21 +531,32 @@ func chainWebSockets() bool { return os.Getenv("KUBESTREAM_CONTAINERD_WEBSOCKETS
 // TestKubeletStock is the comparison: the same kubelet version built stock
 // (hack/kube.sh kubelet-stock: the patched source with the hook unset, so
 // exactly upstream's behaviour), behind the same v1.37.2 apiserver, on the
-// same containerd. It declares ExtendWebSocketsToKubelet itself, the
-// apiserver passes kubectl's WebSockets through, and the kubelet's own
-// translator (upstream's, over SPDY to the runtime) serves them: kubectl
-// works, upstream's counter counts, and no kubestream series exists.
+// same containerd. From v1.36 it declares ExtendWebSocketsToKubelet itself,
+// the apiserver passes kubectl's WebSockets through, and the kubelet's own
+// translator (upstream's, over SPDY to the runtime) serves them: upstream's
+// counter counts. A v1.35 kubelet declares nothing: the apiserver
+// translates to SPDY and tunnels port-forward itself, and the kubelet
+// relays SPDY. Either way kubectl works and no kubestream series exists.
 func TestKubeletStock(t *testing.T) {
 	endpoint := os.Getenv("KUBESTREAM_KUBELET_RUNTIME")
 	image := os.Getenv("KUBESTREAM_E2E_IMAGE")
 	if endpoint == "" || image == "" {
 		t.Fatal("KUBESTREAM_KUBELET_RUNTIME and KUBESTREAM_E2E_IMAGE are not set: run this with hack/kubelet-e2e.sh")
 	}
-	n := kubeletNode(t, endpoint, image, kubeletBinary(), false)
+	n := kubeletNode(t, endpoint, image, kubeletBinary(), false, kubeletOpts{})
 	cp := n.cp
 	const up = "kubelet_websocket_streaming_requests_total"
+	// Where the apiserver should put each WebSocket: through to the
+	// kubelet, or translated by itself.
+	proxy, other := "proxied_to_kubelet", "translated_at_apiserver"
+	if kubeletMinor(t) < 36 {
+		proxy, other = other, proxy
+	}
+	apiserver := func(sub, proxyType string) float64 {
+		return cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": sub, "proxy_type": proxyType})
+	}
 	before := n.metric("/metrics", up, `subresource="exec"`)
-	passed := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"})
+	execs, execsOther, forwards := apiserver("exec", proxy), apiserver("exec", other), apiserver("portforward", proxy)
 
 	r := cp.kubectl(nil, "exec", "shell", "-c", "app", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 	if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
@@ -505,13 +568,23 @@ func TestKubeletStock(t *testing.T) {
 	}
 	forwardAndCheck(t, cp, "pod/shell", tcpEcho(t))
 
-	if d := n.metric("/metrics", up, `subresource="exec"`) - before; d != 2 {
-		t.Errorf("the kubelet's own translator counted %v exec WebSockets for 2 execs", d)
+	if d := apiserver("exec", proxy) - execs; d != 2 {
+		t.Errorf("the apiserver counted %v exec WebSockets as %s for 2 execs", d, proxy)
 	}
-	if d := cp.apiserverMetric("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": "exec", "proxy_type": "proxied_to_kubelet"}) - passed; d != 2 {
-		t.Errorf("the apiserver passed %v exec WebSockets to the kubelet for 2 execs", d)
+	if d := apiserver("exec", other) - execsOther; d != 0 {
+		t.Errorf("the apiserver counted %v exec WebSockets as %s", d, other)
 	}
-	if n.metric("/metrics", up, `subresource="portforward"`) < 1 {
+	if d := apiserver("portforward", proxy) - forwards; d < 1 {
+		t.Errorf("the apiserver counted no port-forward as %s", proxy)
+	}
+	wantUp := 2.0
+	if kubeletMinor(t) < 36 {
+		wantUp = 0 // no translator, no counter: the kubelet relays SPDY
+	}
+	if d := n.metric("/metrics", up, `subresource="exec"`) - before; d != wantUp {
+		t.Errorf("the kubelet's own translator counted %v exec WebSockets for 2 execs, want %v", d, wantUp)
+	}
+	if kubeletMinor(t) >= 36 && n.metric("/metrics", up, `subresource="portforward"`) < 1 {
 		t.Errorf("the kubelet's own tunnel counted no port-forward")
 	}
 	if out := cp.must(nil, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics"); strings.Contains(out, "kubestream_") {

@@ -6,7 +6,7 @@
 #   hack/kube.sh install     build them into ~/.cache/kubestream/kube-v1.37.2/bin
 #                            (7-10 minutes cold on 2 cores, seconds when cached)
 #   hack/kube.sh kubelet [V] build the kubelet v1.37.2 (or V, where hack/kube/kubelet-V
-#                            exists: v1.36.3) with kubestream linked in
+#                            exists: v1.36.3, v1.35.4) with kubestream linked in
 #                            (server.go.patch applied to a copy of k8s.io/kubernetes)
 #                            into that directory as kubelet-kubestream[-V]
 #   hack/kube.sh kubelet-stock [V]  the same version's stock kubelet, as kubelet-stock[-V]
@@ -39,7 +39,8 @@ install() {
 # The kubelet is built from its own module (hack/kube/kubelet for v1.37.2,
 # hack/kube/kubelet-VERSION for another version: the same main.go and patch,
 # that version's dependencies), whose k8s.io/kubernetes is a copy with
-# server.go.patch applied (_kubernetes, remade when the patch changes); it
+# server.go.patch applied (the module's own where its context differs, as
+# v1.35.4's does; _kubernetes, remade when the patch changes); it
 # links this checkout's kubestream, so it is built every time
 # (incrementally). The binary is kubelet-kubestream, or
 # kubelet-kubestream-VERSION.
@@ -52,6 +53,7 @@ kubelet() {
 		mod=$ROOT/hack/kube/kubelet-$version name=kubelet-kubestream-$version
 	fi
 	[ -f "$mod/go.mod" ] || { log "no module builds the kubelet $version (want $mod)"; exit 1; }
+	[ -f "$mod/server.go.patch" ] && patch=$mod/server.go.patch
 	stamp=$(cat "$patch" | sha256sum | cut -c1-16)
 	if [ "$(cat "$mod/_kubernetes/.kubestream-patch" 2>/dev/null)" != "$stamp" ]; then
 		k8s=$(cd /tmp && go mod download -json k8s.io/kubernetes@$version | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')

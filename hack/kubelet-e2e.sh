@@ -14,7 +14,8 @@ export GOFLAGS=-buildvcs=false
 NODE_IP=${KUBESTREAM_NODE_IP:-10.250.0.2}
 # 2.4: stock containerd, the node translates. 2.4-ws: containerd with
 # kubestream's runtime-side server (hack/containerd.sh install-ws), WebSocket
-# on every leg.
+# on every leg. bench: `make bench-node` (e2e/nodebench_test.go), both
+# containerds side by side and the kubelets it compares.
 VARIANT=${1:-2.4}
 # The kubelet's version: v1.37.2, or another with a module in hack/kube
 # (v1.36.3), behind the same v1.37.2 control plane (a skew of one minor).
@@ -25,7 +26,12 @@ export KUBESTREAM_KUBELET_VERSION=$KUBELET_VERSION KUBESTREAM_KUBELET_BINARY=kub
 # comparison (TestKubeletStock).
 TEST=TestKubelet
 hack/kube.sh install
-if [ "${KUBESTREAM_KUBELET_STOCK:-}" = 1 ]; then
+if [ "$VARIANT" = bench ]; then
+	TEST=TestNodeBench
+	hack/kube.sh kubelet
+	hack/kube.sh kubelet-stock
+	hack/kube.sh kubelet-stock v1.35.4
+elif [ "${KUBESTREAM_KUBELET_STOCK:-}" = 1 ]; then
 	TEST=TestKubeletStock
 	KUBESTREAM_KUBELET_BINARY=${KUBESTREAM_KUBELET_BINARY/kubelet-kubestream/kubelet-stock}
 	hack/kube.sh kubelet-stock "$KUBELET_VERSION"
@@ -33,13 +39,15 @@ else
 	hack/kube.sh kubelet "$KUBELET_VERSION"
 fi
 hack/containerd.sh install
-[ "$VARIANT" != 2.4-ws ] || hack/containerd.sh install-ws
+[ "$VARIANT" = 2.4 ] || hack/containerd.sh install-ws
 KUBESTREAM_KUBE_BIN=$(hack/kube.sh bin)
 export KUBESTREAM_KUBE_BIN
 dir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
+wsdir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
 ns=kubestream-e2e-$$
 cleanup() {
 	hack/containerd.sh down "$dir" || true
+	hack/containerd.sh down "$wsdir" || true
 	ip netns del "$ns" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -61,7 +69,17 @@ ip -n "$ns" link set node0 up
 # The image tool and freeport run inside too; no network is needed for them
 # (the module cache holds what they build from).
 innet env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
-	hack/containerd.sh up "$VARIANT" "$dir" 2> >(grep -v DEPRECATION >&2)
+	hack/containerd.sh up "${VARIANT/bench/2.4}" "$dir" 2> >(grep -v DEPRECATION >&2)
+timeout=15m
+if [ "$VARIANT" = bench ]; then
+	innet env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
+		hack/containerd.sh up 2.4-ws "$wsdir" 2> >(grep -v DEPRECATION >&2)
+	export KUBESTREAM_BENCH_RUNTIME_WS=unix://$wsdir/containerd.sock
+	export KUBESTREAM_BENCH_NODE_OUT=${KUBESTREAM_BENCH_NODE_OUT:-$ROOT/bench/results-node.md}
+	timeout=120m
+	# A thousand held sessions: a few descriptors each in every process.
+	ulimit -n 1048576
+fi
 # The kubelet owns that containerd; the rest of the e2e fixture keeps the
 # reference runtime, so no pod the kubelet does not know of is there.
 (
@@ -69,5 +87,5 @@ innet env GOPROXY=off KUBESTREAM_FREEPORT="$dir/bin/freeport" \
 	export KUBESTREAM_KUBELET_RUNTIME=$KUBESTREAM_CONTAINERD_ENDPOINT
 	unset KUBESTREAM_CONTAINERD_ENDPOINT
 	cd e2e
-	innet "$dir/bin/e2e.test" -test.run "^$TEST\$" -test.count=1 -test.timeout 15m ${KUBESTREAM_TEST_VERBOSE:+-test.v}
+	innet "$dir/bin/e2e.test" -test.run "^$TEST\$" -test.count=1 -test.timeout $timeout ${KUBESTREAM_TEST_VERBOSE:+-test.v}
 ) || { tail -30 "$dir/containerd.log" >&2; exit 1; }

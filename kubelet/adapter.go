@@ -16,12 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/klog/v2"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	kubeletserver "k8s.io/kubernetes/pkg/kubelet/server"
-	servermetrics "k8s.io/kubernetes/pkg/kubelet/server/metrics"
 
 	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/config"
@@ -37,12 +35,22 @@ type streamingHandler struct{ *server.Server }
 
 func (h streamingHandler) MetricsHandler() http.Handler { return h.Metrics().Handler() }
 
-// Hook is the kubelet's NewStreamingHandler hook, with what kubestream's
-// configuration file says (config.Load; the patched kubelet's
-// --kubestream-config).
-func Hook(file *config.StreamingConfiguration) func(context.Context, kubeletserver.HostInterface, kubeletserver.AuthInterface, *kubeletconfig.KubeletConfiguration) (http.Handler, error) {
+// Options are what the kubelet's main package gives beside the hook's
+// arguments: kubestream's configuration file (config.Load; the patched
+// kubelet's --kubestream-config) and what differs between kubelet versions.
+type Options struct {
+	File *config.StreamingConfiguration
+	// WebSocketRequested is upstream's counter of the WebSocket sessions
+	// the kubelet itself would have translated or tunneled
+	// (servermetrics.IncWebSocketStreamingRequest, from v1.36; a v1.35
+	// kubelet has none).
+	WebSocketRequested func(subresource string)
+}
+
+// Hook is the kubelet's NewStreamingHandler hook.
+func Hook(o Options) func(context.Context, kubeletserver.HostInterface, kubeletserver.AuthInterface, *kubeletconfig.KubeletConfiguration) (http.Handler, error) {
 	return func(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface, kc *kubeletconfig.KubeletConfiguration) (http.Handler, error) {
-		return NewStreamingHandler(ctx, host, auth, kc, file)
+		return NewStreamingHandler(ctx, host, auth, kc, o)
 	}
 }
 
@@ -57,16 +65,17 @@ func Hook(file *config.StreamingConfiguration) func(context.Context, kubeletserv
 // again with the kubelet's own attributes and verb create, so get
 // nodes/proxy alone cannot exec. --streaming-authorization-verb-by-method
 // has no kubelet equivalent; the create check is always on here.
-func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface, kc *kubeletconfig.KubeletConfiguration, file *config.StreamingConfiguration) (http.Handler, error) {
+func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, auth kubeletserver.AuthInterface, kc *kubeletconfig.KubeletConfiguration, o Options) (http.Handler, error) {
+	file := o.File
 	cfg := server.Config{
-		URLs:       hostURLs{host},
+		URLs:       newHostURLs(host, host.GetExec, host.GetAttach, host.GetPortForward),
 		Features:   utilfeature.DefaultFeatureGate,
 		Translator: translator.DefaultConfig(),
 		Direct:     server.DirectConfig{Mode: server.DirectAuto, Recheck: 10 * time.Minute},
 		Metrics:    server.NewMetrics(),
 		// Upstream's counter keeps counting what the kubelet's own
 		// translator and tunnel would have served.
-		WebSocketRequested: servermetrics.IncWebSocketStreamingRequest,
+		WebSocketRequested: o.WebSocketRequested,
 	}
 	// 0 means no timeout for both.
 	cfg.Translator.IdleTimeout = kc.StreamingConnectionIdleTimeout.Duration
@@ -108,10 +117,45 @@ func auditLog(file *config.StreamingConfiguration) (audit.FileOptions, bool) {
 	return file.AuditLog()
 }
 
+// streamOptions and portForwardOptions are the shapes of the options
+// HostInterface's GetExec, GetAttach and GetPortForward take: cri-streaming's
+// types from v1.36 on, k8s.io/kubelet/pkg/cri/streaming's in v1.35 (the
+// same fields). Naming the shape rather than a package lets this one file
+// build against every kubelet version; newHostURLs infers the type from the
+// kubelet's own methods.
+type (
+	streamOptions      interface{ ~struct{ Stdin, Stdout, Stderr, TTY bool } }
+	portForwardOptions interface{ ~struct{ Ports []int32 } }
+)
+
 // hostURLs asks the kubelet for streaming URLs exactly as its own handlers
 // do: the pod from its pod manager, the URL from GetExec, GetAttach or
 // GetPortForward (which find the container and call CRI).
-type hostURLs struct{ host kubeletserver.HostInterface }
+type hostURLs struct {
+	host    kubeletserver.HostInterface
+	exec    func(ctx context.Context, podFullName string, uid types.UID, container string, cmd []string, s cri.Streams) (*url.URL, error)
+	attach  func(ctx context.Context, podFullName string, uid types.UID, container string, s cri.Streams) (*url.URL, error)
+	forward func(ctx context.Context, name, namespace string, uid types.UID, ports []int32) (*url.URL, error)
+}
+
+func newHostURLs[S streamOptions, P portForwardOptions](host kubeletserver.HostInterface,
+	exec func(context.Context, string, types.UID, string, []string, S) (*url.URL, error),
+	attach func(context.Context, string, types.UID, string, S) (*url.URL, error),
+	forward func(context.Context, string, string, types.UID, P) (*url.URL, error),
+) hostURLs {
+	return hostURLs{
+		host: host,
+		exec: func(ctx context.Context, name string, uid types.UID, c string, cmd []string, s cri.Streams) (*url.URL, error) {
+			return exec(ctx, name, uid, c, cmd, S(s))
+		},
+		attach: func(ctx context.Context, name string, uid types.UID, c string, s cri.Streams) (*url.URL, error) {
+			return attach(ctx, name, uid, c, S(s))
+		},
+		forward: func(ctx context.Context, name, ns string, uid types.UID, ports []int32) (*url.URL, error) {
+			return forward(ctx, name, ns, uid, P{Ports: ports})
+		},
+	}
+}
 
 func (h hostURLs) pod(ref cri.PodRef) (string, types.UID, error) {
 	p, ok := h.host.GetPodByName(ref.Namespace, ref.Name)
@@ -140,7 +184,7 @@ func (h hostURLs) ExecURL(ctx context.Context, ref cri.PodRef, container string,
 	if err != nil {
 		return nil, err
 	}
-	u, err := h.host.GetExec(ctx, name, uid, container, cmd, s)
+	u, err := h.exec(ctx, name, uid, container, cmd, s)
 	return u, cri.Classify(err)
 }
 
@@ -149,7 +193,7 @@ func (h hostURLs) AttachURL(ctx context.Context, ref cri.PodRef, container strin
 	if err != nil {
 		return nil, err
 	}
-	u, err := h.host.GetAttach(ctx, name, uid, container, s)
+	u, err := h.attach(ctx, name, uid, container, s)
 	return u, cri.Classify(err)
 }
 
@@ -158,6 +202,6 @@ func (h hostURLs) PortForwardURL(ctx context.Context, ref cri.PodRef, ports []in
 	if !ok || (ref.UID != "" && string(p.UID) != ref.UID) {
 		return nil, &cri.Error{Kind: cri.NotFound, Msg: "pod " + ref.String() + " does not exist"}
 	}
-	u, err := h.host.GetPortForward(ctx, p.Name, p.Namespace, p.UID, portforward.V4Options{Ports: ports})
+	u, err := h.forward(ctx, p.Name, p.Namespace, p.UID, ports)
 	return u, cri.Classify(err)
 }

@@ -4,7 +4,9 @@
 // served by kubestream, behind the kubelet's own authentication and
 // authorization; everything else is the stock kubelet. `hack/kube.sh
 // kubelet` applies the patch to a copy of k8s.io/kubernetes (_kubernetes,
-// which go.mod points at) and builds this.
+// which go.mod points at) and builds this. The modules for other versions
+// (hack/kube/kubelet-VERSION) link this file; what differs between versions
+// is in version.go (prepare).
 package main
 
 import (
@@ -36,7 +38,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "kubelet: --%s: %v\n", config.FlagName, err)
 		os.Exit(1)
 	}
-	kubeletserver.NewStreamingHandler = kubeletadapter.Hook(file)
+	opts, err := prepare()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: %v\n", err)
+		os.Exit(1)
+	}
+	opts.File = file
+	kubeletserver.NewStreamingHandler = kubeletadapter.Hook(opts)
 	cmd := app.NewKubeletCommand(context.Background())
 	cmd.SetArgs(args)
 	os.Exit(cli.Run(cmd))

@@ -1,0 +1,1 @@
+../kubelet/version.go
