@@ -124,7 +124,9 @@ func auditLog(file *config.StreamingConfiguration) (audit.FileOptions, bool) {
 // build against every kubelet version; newHostURLs infers the type from the
 // kubelet's own methods.
 type (
-	streamOptions      interface{ ~struct{ Stdin, Stdout, Stderr, TTY bool } }
+	streamOptions interface {
+		~struct{ Stdin, Stdout, Stderr, TTY bool }
+	}
 	portForwardOptions interface{ ~struct{ Ports []int32 } }
 )
 

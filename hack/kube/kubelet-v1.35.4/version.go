@@ -43,6 +43,6 @@ func (declaredWebSockets) Name() string { return string(server.ExtendWebSocketsT
 func (declaredWebSockets) Discover(cfg *ndf.NodeConfiguration) bool {
 	return cfg.FeatureGates.Enabled(string(server.ExtendWebSocketsToKubelet))
 }
-func (declaredWebSockets) InferForScheduling(*ndf.PodInfo) bool { return false }
+func (declaredWebSockets) InferForScheduling(*ndf.PodInfo) bool  { return false }
 func (declaredWebSockets) InferForUpdate(_, _ *ndf.PodInfo) bool { return false }
-func (declaredWebSockets) MaxVersion() *version.Version        { return nil }
+func (declaredWebSockets) MaxVersion() *version.Version          { return nil }
