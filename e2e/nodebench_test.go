@@ -268,10 +268,11 @@ func (b *nodeBench) portForward(t *testing.T, p benchPath, cp *controlPlane, pro
 					return nil, err
 				}
 			case 'u':
+				// No half-close: kubectl port-forward ends the whole
+				// stream at the local EOF, so the server counts to size.
 				if _, err := io.Copy(c, io.LimitReader(zeros{}, int64(b.size))); err != nil {
 					return nil, err
 				}
-				_ = c.(*net.TCPConn).CloseWrite()
 				var n uint64
 				if err := binary.Read(c, binary.BigEndian, &n); err != nil || n != uint64(b.size) {
 					return nil, fmt.Errorf("the server read %d bytes of %d: %v", n, b.size, err)
@@ -309,7 +310,7 @@ func (b *nodeBench) portForward(t *testing.T, p benchPath, cp *controlPlane, pro
 }
 
 // serveBench is the port-forward peer: 'd' sends size bytes and closes,
-// 'u' reads to EOF and answers with the count, 'e' echoes.
+// 'u' reads size bytes and answers with the count, 'e' echoes.
 func serveBench(c net.Conn, size int) {
 	defer c.Close()
 	var mode [1]byte
@@ -320,7 +321,7 @@ func serveBench(c net.Conn, size int) {
 	case 'd':
 		_, _ = io.Copy(c, io.LimitReader(zeros{}, int64(size)))
 	case 'u':
-		n, _ := io.Copy(io.Discard, c)
+		n, _ := io.Copy(io.Discard, io.LimitReader(c, int64(size)))
 		_ = binary.Write(c, binary.BigEndian, uint64(n))
 	case 'e':
 		_, _ = io.Copy(c, c)

@@ -78,7 +78,7 @@ if [ "$VARIANT" = bench ]; then
 	export KUBESTREAM_BENCH_NODE_OUT=${KUBESTREAM_BENCH_NODE_OUT:-$ROOT/bench/results-node.md}
 	timeout=120m
 	# A thousand held sessions: a few descriptors each in every process.
-	ulimit -n 1048576
+	ulimit -n "$(ulimit -Hn)"
 fi
 # The kubelet owns that containerd; the rest of the e2e fixture keeps the
 # reference runtime, so no pod the kubelet does not know of is there.
