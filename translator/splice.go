@@ -48,9 +48,10 @@ type SpliceResult struct {
 // kubelet's streamingConnectionIdleTimeout, which governs direct sessions
 // as it does translated ones), the frame in flight is finished first,
 // within cfg.CloseGrace, and the client hears why. When one side ends, the
-// other gets a half-close and cfg.CloseGrace to finish its closing
-// handshake; then both connections close. Splice returns after both copies
-// have.
+// other gets a half-close and a liveness window (cfg.PingPeriod +
+// cfg.PongTimeout) to finish its closing handshake, which a slow reader
+// reaches only after reading all the output; then both connections close.
+// Splice returns after both copies have.
 //
 // Legacy protocols (v4.channel.k8s.io and older, passed through for the
 // runtime's own WebSocket server) have no end the node can speak for: their
@@ -227,8 +228,13 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			_, _ = client.Write(endFrames(protocol, msg))
 		}
 	}
+	// The client gets the liveness window, not CloseGrace, to answer: a
+	// slow reader behind the apiserver reaches the close frame only after
+	// reading everything before it, pinging all the while, and closing
+	// on those pings would make the kernel reset what the apiserver still
+	// holds for it (bench-node's slow reader).
 	_ = upgrade.CloseWrite(client)
-	timer := time.AfterFunc(cfg.CloseGrace, closeBoth)
+	timer := time.AfterFunc(cfg.PingPeriod+cfg.PongTimeout, closeBoth)
 	res.BytesUp = <-upDone
 	timer.Stop()
 	closeBoth()

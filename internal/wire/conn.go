@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"math/bits"
@@ -55,6 +56,7 @@ type Conn struct {
 	// without a clock read per frame.
 	activity atomic.Uint64
 	finished atomic.Bool // closing set; read without the lock (closed)
+	shut     atomic.Bool // Shutdown ran: the grace's timers stop
 
 	timer *time.Timer
 
@@ -263,20 +265,89 @@ func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 		_ = c.ws.WriteMessage(websocket.BinaryMessage, last)
 	}
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, CloseReason(reason)), deadline)
-	// The read loop sees the peer's close reply, or this deadline. Taken
+	// The read loop sees the peer's close reply, or the grace's end. Taken
 	// under rdmu, after finished is set, so no extension can undo it.
 	c.rdmu.Lock()
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace))
 	c.rdmu.Unlock()
+	c.graceDeadline()
 	return true
 }
 
-// drain discards what the peer still sends until its close frame, its
+// graceDeadline moves the close grace's read deadline on while the peer is
+// still reading what came before our close frame. A slow reader is not a
+// dead peer: behind a proxy (the apiserver) a client reading at 1 MiB/s
+// reaches our close frame half a minute after we wrote it, pinging all the
+// while. Closing at CloseGrace made our kernel answer its next ping with a
+// reset, and the proxy, ending both connections when ours ended, reset the
+// client too, dropping what it still held for it: output lost before the
+// status (bench-node's slow reader found it through kube-apiserver, 2 MB of
+// 32 per session). So, checked every quarter grace:
+//   - while our socket holds output the peer has not acknowledged, the
+//     deadline moves on as long as that shrinks within each CloseGrace;
+//   - once the peer has all of it, the connection is held open (no FIN:
+//     a proxy would end the client's connection on it) until the peer's
+//     close reply or its disconnect, for at most a liveness window
+//     (PingPeriod + PongTimeout);
+//   - a peer that takes nothing for CloseGrace is closed on, as before.
+//
+// Where the kernel cannot tell (not Linux, not TCP) the grace is
+// CloseGrace alone. A time.AfterFunc chain, no goroutine, ends with the
+// read side (Shutdown) or the grace.
+func (c *Conn) graceDeadline() {
+	tcp := rawTCP(c.ws.NetConn())
+	if tcp == nil || unacked(tcp) < 0 {
+		return
+	}
+	step := max(c.cfg.CloseGrace/4, time.Millisecond)
+	window := c.cfg.PingPeriod + c.cfg.PongTimeout
+	queued, progress := unacked(tcp), time.Now()
+	var emptySince time.Time
+	var tick func()
+	tick = func() {
+		if c.shut.Load() {
+			return
+		}
+		now := time.Now()
+		q := unacked(tcp)
+		if q < queued {
+			progress = now
+		}
+		queued = q
+		if q == 0 && emptySince.IsZero() {
+			emptySince = now
+		}
+		live := now.Sub(progress) < c.cfg.CloseGrace
+		if q == 0 {
+			live = now.Sub(emptySince) < window
+		}
+		if !live {
+			return // the deadline last set runs out
+		}
+		c.rdmu.Lock()
+		_ = c.ws.SetReadDeadline(now.Add(c.cfg.CloseGrace))
+		c.rdmu.Unlock()
+		time.AfterFunc(step, tick)
+	}
+	time.AfterFunc(step, tick)
+}
+
+// rawTCP is the TCP connection under conn (and its TLS), or nil.
+func rawTCP(conn net.Conn) *net.TCPConn {
+	if t, ok := conn.(*tls.Conn); ok {
+		conn = t.NetConn()
+	}
+	tcp, _ := conn.(*net.TCPConn)
+	return tcp
+}
+
+// Drain discards what the peer still sends until its close frame, its
 // disconnect or the grace deadline CloseWith set, whichever is first, so
 // closing the socket cannot reset data the peer has yet to read (our status
 // and close frame among it). After the read limit trips, or the framing
 // broke, messages cannot be told apart any more, so the raw connection is
-// drained instead.
+// drained instead. The grace is graceDeadline's: longer for a peer that
+// is still taking our output.
 func (c *Conn) Drain() {
 	for {
 		_, _, err := c.NextReader()
@@ -293,6 +364,7 @@ func (c *Conn) Drain() {
 // shutdown closes the TCP connection after the read loop ended or the grace
 // period passed, whichever is first.
 func (c *Conn) Shutdown() {
+	c.shut.Store(true)
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()
