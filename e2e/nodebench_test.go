@@ -679,7 +679,7 @@ func (b *nodeBench) report(paths []benchPath) string {
 // chart is a grouped bar chart of the throughput table, one group per
 // transfer, one bar per path.
 func (b *nodeBench) chart(paths []benchPath) string {
-	const width, height, left, top, barH = 760, 0, 230, 30, 12
+	const width, left, top, barH = 760, 230, 30, 12
 	colors := []string{"#9e9e9e", "#cfcfcf", "#1f77b4", "#2ca02c"}
 	groupH := barH*len(paths) + 14
 	h := top + groupH*len(benchTransfers) + 40
@@ -710,7 +710,6 @@ func (b *nodeBench) chart(paths []benchPath) string {
 		fmt.Fprintf(&w, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", x, h-20, colors[i%len(colors)], x+14, h-11, p.name)
 	}
 	fmt.Fprintln(&w, "</svg>")
-	_ = height
 	return w.String()
 }
 

@@ -1,8 +1,10 @@
 // Module kubelet-v1.35.4 builds the upstream kubelet v1.35.4 with kubestream
-// linked in: the same main.go and server.go.patch as hack/kube/kubelet
-// (v1.37.2), with v1.35.4's staging modules and dependencies. _kubernetes is
-// k8s.io/kubernetes v1.35.4 with the patch applied, made by
-// `hack/kube.sh kubelet v1.35.4` (and ignored by git).
+// linked in: the same main.go as hack/kube/kubelet (v1.37.2), its own
+// version.go and server.go.patch (the same hunks, v1.35.4's context), with
+// v1.35.4's staging modules and dependencies (cri-streaming and streaming
+// exist only from v0.36: v0.36.3). _kubernetes is k8s.io/kubernetes v1.35.4
+// with the patch applied, made by `hack/kube.sh kubelet v1.35.4` (and
+// ignored by git).
 module github.com/kubestream/kubestream/hack/kube/kubelet-v1.35.4
 
 go 1.26.8
