@@ -156,9 +156,10 @@ func (b *nodeBench) run(t *testing.T, p benchPath, first bool) {
 			b.add(p.name, figure+"/cpu/"+name, (v-before[name])/gib)
 		}
 	}
+	var stderr bytes.Buffer // the last kubectl's
 	kubectl := func(stdin io.Reader, stdout io.Writer, args ...string) (*os.ProcessState, error) {
 		cmd := cp.kubectlCmd(context.Background(), args...)
-		var stderr bytes.Buffer
+		stderr.Reset()
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
 		err := cmd.Run()
 		if err != nil {
@@ -166,23 +167,43 @@ func (b *nodeBench) run(t *testing.T, p benchPath, first bool) {
 		}
 		return cmd.ProcessState, nil
 	}
+	// inContainer runs cmd in the container under a shell that then
+	// prints its own /proc stat on stderr: the reaped child's CPU time
+	// (cutime, cstime) is the process in the container's, recorded as
+	// figure/cpu/container.
+	inContainer := func(cmd string) []string {
+		return []string{"sh", "-c", cmd + "; cat /proc/$$/stat >&2"}
+	}
+	containerCPU := func(figure string) {
+		line := strings.TrimSpace(stderr.String())
+		line = line[strings.LastIndexByte(line, '\n')+1:]
+		f := strings.Fields(line[strings.LastIndexByte(line, ')')+2:])
+		if len(f) < 15 {
+			t.Fatalf("%s: no stat from the container's shell: %q", figure, stderr.String())
+		}
+		cu, _ := strconv.ParseFloat(f[13], 64)
+		cs, _ := strconv.ParseFloat(f[14], 64)
+		b.add(p.name, figure+"/cpu/container", (cu+cs)/clockTicks/gib)
+	}
 
 	measure("exec-stdout", func() (*os.ProcessState, error) {
 		var got countWriter
-		s, err := kubectl(nil, &got, "exec", "shell", "-c", "app", "--", "head", "-c", strconv.Itoa(b.size), "/dev/zero")
+		s, err := kubectl(nil, &got, append([]string{"exec", "shell", "-c", "app", "--"}, inContainer(fmt.Sprintf("head -c %d /dev/zero", b.size))...)...)
 		if err == nil && int(got) != b.size {
 			err = fmt.Errorf("%d bytes arrived of %d", got, b.size)
 		}
 		return s, err
 	})
+	containerCPU("exec-stdout")
 	measure("exec-stdin", func() (*os.ProcessState, error) {
 		var got bytes.Buffer
-		s, err := kubectl(io.LimitReader(zeros{}, int64(b.size)), &got, "exec", "-i", "shell", "-c", "app", "--", "wc", "-c")
+		s, err := kubectl(io.LimitReader(zeros{}, int64(b.size)), &got, append([]string{"exec", "-i", "shell", "-c", "app", "--"}, inContainer("wc -c")...)...)
 		if err == nil && strings.TrimSpace(got.String()) != strconv.Itoa(b.size) {
 			err = fmt.Errorf("the container counted %q bytes of %d", got.String(), b.size)
 		}
 		return s, err
 	})
+	containerCPU("exec-stdin")
 	measure("cp-in", func() (*os.ProcessState, error) {
 		return kubectl(nil, io.Discard, "cp", b.file, "default/shell:/tmp/bench.bin", "-c", "app")
 	})
@@ -636,10 +657,14 @@ func (b *nodeBench) report(paths []benchPath) string {
 	row("port-forward round trip p50 (µs, 64 bytes)", "pf-rtt/p50", "%.0f", true)
 	row("port-forward round trip p99 (µs)", "pf-rtt/p99", "%.0f", true)
 	fmt.Fprintf(&w, "\n## CPU seconds per GiB, by process (lower is better)\n\n"+
-		"runtime is containerd and its shims with what they reaped (runc, and the process in the container once it exits).\n\n")
+		"runtime is containerd and its shims with what they reaped (runc, and the process in the container once it exits); "+
+		"container is that process alone (`head` for stdout, `wc` for stdin), read from its shell's /proc stat.\n\n")
 	header("transfer / process")
 	for _, tr := range benchTransfers {
-		for _, proc := range []string{"kubectl", "kube-apiserver", "kubelet", "runtime"} {
+		for _, proc := range []string{"kubectl", "kube-apiserver", "kubelet", "runtime", "container"} {
+			if proc == "container" && !strings.HasPrefix(tr.key, "exec-") {
+				continue // kubectl cp's tar and the forwarded server are not wrapped
+			}
 			row(tr.title+" / "+proc, tr.key+"/cpu/"+proc, "%.2f", true)
 		}
 	}
