@@ -139,14 +139,14 @@ func (b *nodeBench) run(t *testing.T, p benchPath, first bool) {
 	// process's CPU seconds per GiB.
 	measure := func(figure string, kubectl func() (*os.ProcessState, error)) {
 		t.Helper()
-		before := procs.cpu(t)
+		before := procs.cpu()
 		start := time.Now()
 		state, err := kubectl()
 		wall := time.Since(start)
 		if err != nil {
 			t.Fatalf("%s: %v", figure, err)
 		}
-		after := procs.cpu(t)
+		after := procs.cpu()
 		b.add(p.name, figure+"/MB/s", float64(b.size)/wall.Seconds()/1e6)
 		b.add(p.name, figure+"/wall", wall.Seconds())
 		if state != nil {
@@ -175,15 +175,12 @@ func (b *nodeBench) run(t *testing.T, p benchPath, first bool) {
 		return []string{"sh", "-c", cmd + "; cat /proc/$$/stat >&2"}
 	}
 	containerCPU := func(figure string) {
-		line := strings.TrimSpace(stderr.String())
-		line = line[strings.LastIndexByte(line, '\n')+1:]
-		f := strings.Fields(line[strings.LastIndexByte(line, ')')+2:])
-		if len(f) < 15 {
-			t.Fatalf("%s: no stat from the container's shell: %q", figure, stderr.String())
+		out := strings.TrimSpace(stderr.String())
+		secs, ok := statCPU(out[strings.LastIndexByte(out, '\n')+1:], false)
+		if !ok {
+			t.Fatalf("%s: no stat from the container's shell: %q", figure, out)
 		}
-		cu, _ := strconv.ParseFloat(f[13], 64)
-		cs, _ := strconv.ParseFloat(f[14], 64)
-		b.add(p.name, figure+"/cpu/container", (cu+cs)/clockTicks/gib)
+		b.add(p.name, figure+"/cpu/container", secs/gib)
 	}
 
 	measure("exec-stdout", func() (*os.ProcessState, error) {
@@ -514,7 +511,7 @@ func (b *nodeBench) processes(t *testing.T, n *kubeletRun, endpoint string) benc
 // cpu is each process's CPU seconds so far; "runtime" sums every process
 // whose command line names the runtime's directory, with their reaped
 // children, found afresh each time (shims come and go with pods).
-func (ps benchProcs) cpu(t *testing.T) map[string]float64 {
+func (ps benchProcs) cpu() map[string]float64 {
 	m := map[string]float64{}
 	for name, pids := range ps.pids {
 		for _, pid := range pids {
@@ -557,15 +554,34 @@ func pidCPU(pid int) float64 {
 	if err != nil {
 		return 0
 	}
-	// Fields after the command (which may hold spaces) in parentheses:
-	// utime, stime, cutime, cstime are the 14th to 17th.
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	var ticks float64
-	for _, i := range []int{11, 12, 13, 14} {
-		v, _ := strconv.ParseFloat(f[i], 64)
-		ticks += v
+	secs, _ := statCPU(string(data), true)
+	return secs
+}
+
+// statCPU reads CPU seconds from a /proc/PID/stat line: the reaped
+// children's (cutime, cstime), with the process's own (utime, stime) when
+// own is set.
+func statCPU(stat string, own bool) (float64, bool) {
+	// The fields after the command (which may hold spaces) in
+	// parentheses: utime, stime, cutime, cstime are the 14th to 17th.
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 || end+2 > len(stat) {
+		return 0, false
 	}
-	return ticks / clockTicks
+	f := strings.Fields(stat[end+2:])
+	if len(f) < 15 {
+		return 0, false
+	}
+	first := 13
+	if own {
+		first = 11
+	}
+	var ticks float64
+	for _, v := range f[first:15] {
+		n, _ := strconv.ParseFloat(v, 64)
+		ticks += n
+	}
+	return ticks / clockTicks, true
 }
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.

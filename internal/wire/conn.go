@@ -296,12 +296,15 @@ func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 // read side (Shutdown) or the grace.
 func (c *Conn) graceDeadline() {
 	tcp := rawTCP(c.ws.NetConn())
-	if tcp == nil || unacked(tcp) < 0 {
+	if tcp == nil {
+		return
+	}
+	queued, progress := unacked(tcp), time.Now()
+	if queued < 0 {
 		return
 	}
 	step := max(c.cfg.CloseGrace/4, time.Millisecond)
 	window := c.cfg.PingPeriod + c.cfg.PongTimeout
-	queued, progress := unacked(tcp), time.Now()
 	var emptySince time.Time
 	var tick func()
 	tick = func() {
