@@ -7,7 +7,7 @@
 #   hack/kind.sh render   print the rendered config (no Docker needed)
 #   hack/kind.sh down     delete the cluster
 #   hack/kind.sh probe    can this Docker engine run kind's nodes? (privileged containers;
-#                         an image of one static busybox, made with docker import, no pull)
+#                         an image of one static program, made with docker import, no pull)
 # Needs kind and a Docker engine (not on the development machines here).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
