@@ -2,14 +2,13 @@
 // as asciicast v2 files, the format `asciinema play` replays: a JSON header
 // line, then one JSON array per event, [seconds, "o"|"i"|"r", data].
 //
-// A recording never slows its session: events are copied into a queue
-// bounded in bytes and written by one goroutine per recording; when the
-// queue is full, or the disk refuses a write, the recording stops (and says
-// why in Close's error), the session goes on.
+// A recording never slows its session down to the disk's pace: events are
+// encoded into a buffer bounded in bytes and written by one goroutine per
+// recording; when the buffer is full, or the disk refuses a write, the
+// recording stops (and says why in Close's error), the session goes on.
 package recording
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -48,40 +47,47 @@ type Header struct {
 	Kubestream Meta              `json:"kubestream"`
 }
 
-// MaxQueued bounds the bytes a recording may have waiting for the disk.
+// MaxQueued bounds the encoded bytes a recording may have waiting for the
+// disk.
 const MaxQueued = 8 << 20
 
-type event struct {
-	at   float64
-	kind string
-	data []byte
-	buf  *[]byte // data's pooled buffer, back to chunks once written
-}
+// blockSize is the unit the session encodes into and the writer writes:
+// one write syscall each, and no buffer ever grows (growing one copied
+// every byte again and again on a bulk session).
+const blockSize = 128 << 10
 
-// chunks are the events' copies of output, reused: a recorded bulk session
-// would otherwise allocate a frame's worth per frame.
-var chunks = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+// keptBlocks bounds the blocks a recording keeps for reuse while it is
+// busy: as many as its backlog may hold, so a bulk session allocates none
+// after its first MaxQueued (fresh memory costs a page fault per 4 KiB).
+const keptBlocks = MaxQueued / blockSize
 
-func chunk(p []byte) (data []byte, buf *[]byte) {
-	buf = chunks.Get().(*[]byte)
-	*buf = append((*buf)[:0], p...)
-	return *buf, buf
-}
+// errBehind stops a recording whose disk fell MaxQueued behind its session.
+var errBehind = errors.New("recording stopped: the disk could not keep up with the session")
 
 // Recorder records one session; its methods are translator.Observer's.
+//
+// The goroutine that forwards a frame encodes its event straight into the
+// recording's current block, and the recording's writer goroutine takes
+// the filled blocks and writes them. A byte is copied once in user space
+// (while it is escaped) and once by the kernel: a queue of copied frames,
+// encoded by the writer through a bufio.Writer, took four copies and cost
+// a bulk tty session a quarter of its throughput.
 type Recorder struct {
 	path  string
 	start time.Time
 	hdr   Header
 	stdin bool
+	wake  chan struct{} // one slot: there are bytes to write; closed by Close
+	done  chan error
 
-	mu      sync.Mutex // guards the fields below, taken by both session goroutines
-	queued  int
-	stopped error  // why events are no longer taken
-	pending []byte // the start of a UTF-8 sequence cut by a frame boundary
+	mu      sync.Mutex // guards the fields below, taken by both session goroutines and the writer
+	full    [][]byte   // encoded events the writer has not taken yet, in order
+	cur     []byte     // the block being filled, the last of them
+	free    [][]byte   // written blocks, for reuse
+	queued  int        // bytes in full and cur
+	stopped error      // why events are no longer taken
+	pending []byte     // the start of a UTF-8 sequence cut by a frame boundary
 	headed  bool
-	queue   chan event
-	done    chan error
 }
 
 // Start creates DIR/<auditID>.cast and its writer. An error means no
@@ -100,7 +106,7 @@ func Start(dir string, meta Meta, command []string, withStdin bool) (*Recorder, 
 	r := &Recorder{path: path, start: now, stdin: withStdin,
 		hdr: Header{Version: 2, Width: 80, Height: 24, Timestamp: now.Unix(), Command: strings.Join(command, " "),
 			Title: meta.Namespace + "/" + meta.Pod + "/" + meta.Container, Env: map[string]string{"TERM": "xterm"}, Kubestream: meta},
-		queue: make(chan event, 1024), done: make(chan error, 1)}
+		wake: make(chan struct{}, 1), done: make(chan error, 1)}
 	go r.write(f)
 	return r, nil
 }
@@ -110,12 +116,12 @@ func (r *Recorder) Path() string { return r.path }
 
 // Output records what the client was sent on stdout (with a tty, stderr is
 // merged into it by the terminal).
-func (r *Recorder) Output(_ byte, p []byte) { r.add("o", p, true) }
+func (r *Recorder) Output(_ byte, p []byte) { r.add('o', p, true) }
 
 // Input records stdin when asked to.
 func (r *Recorder) Input(p []byte) {
 	if r.stdin {
-		r.add("i", p, false)
+		r.add('i', p, false)
 	}
 }
 
@@ -129,10 +135,10 @@ func (r *Recorder) Resize(w, h uint16) {
 		return
 	}
 	r.mu.Unlock()
-	r.add("r", []byte(fmt.Sprintf("%dx%d", w, h)), false)
+	r.add('r', []byte(fmt.Sprintf("%dx%d", w, h)), false)
 }
 
-func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
+func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped != nil {
@@ -141,13 +147,12 @@ func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
 	if !r.headed {
 		r.headed = true
 		h, _ := json.Marshal(r.hdr)
-		r.send(event{kind: "header", data: h})
+		r.put(append(h, '\n'))
 	}
 	data := p
 	if utf8Join {
 		// A multi-byte character cut between two frames is recorded whole
-		// with the second, as a terminal would show it. Only then is p
-		// copied twice; otherwise once, into the event's string.
+		// with the second, as a terminal would show it.
 		if len(r.pending) > 0 {
 			data = append(r.pending, p...)
 			r.pending = nil
@@ -157,56 +162,107 @@ func (r *Recorder) add(kind string, p []byte, utf8Join bool) {
 			data = data[:len(data)-cut]
 		}
 	}
-	if len(data) == 0 {
-		return
+	if len(data) > 0 {
+		r.event(kind, data)
 	}
-	c, buf := chunk(data)
-	r.send(event{at: time.Since(r.start).Seconds(), kind: kind, data: c, buf: buf})
 }
 
-// send queues e (mu held), or stops the recording when the writer is too
-// far behind.
-func (r *Recorder) send(e event) {
-	if r.queued+len(e.data) > MaxQueued {
-		r.stopped = errors.New("recording stopped: the disk could not keep up with the session")
+// room makes sure the current block has at least n bytes free (n is
+// small), starting a new one if not (mu held).
+func (r *Recorder) room(n int) {
+	if cap(r.cur)-len(r.cur) >= n {
 		return
 	}
+	if len(r.cur) > 0 {
+		r.full = append(r.full, r.cur)
+	}
+	if k := len(r.free); k > 0 {
+		r.cur, r.free = r.free[k-1][:0], r.free[:k-1]
+	} else {
+		r.cur = make([]byte, 0, blockSize)
+	}
+}
+
+// put appends b to the blocks (mu held).
+func (r *Recorder) put(b []byte) {
+	for len(b) > 0 {
+		r.room(1)
+		n := copy(r.cur[len(r.cur):cap(r.cur)], b)
+		r.cur, b = r.cur[:len(r.cur)+n], b[n:]
+		r.queued += n
+	}
+}
+
+// event encodes [at, "kind", "data"] and a newline into the blocks and
+// wakes the writer (mu held), or stops the recording when the writer is
+// too far behind. The string is encoded in pieces that fit the current
+// block (an escaped byte takes at most 6), cut only between characters.
+func (r *Recorder) event(kind byte, data []byte) {
+	if r.queued > MaxQueued {
+		r.stopped = errBehind
+		return
+	}
+	var head [48]byte
+	h := strconv.AppendFloat(append(head[:0], '['), time.Since(r.start).Seconds(), 'f', 6, 64)
+	r.put(append(h, ',', ' ', '"', kind, '"', ',', ' ', '"'))
+	for len(data) > 0 {
+		r.room(64)
+		n := min(len(data), (cap(r.cur)-len(r.cur))/6)
+		for n < len(data) && n > 0 && !utf8.RuneStart(data[n]) {
+			n--
+		}
+		before := len(r.cur)
+		r.cur = appendJSONChars(r.cur, data[:n])
+		r.queued += len(r.cur) - before
+		data = data[n:]
+	}
+	r.put([]byte{'"', ']', '\n'})
 	select {
-	case r.queue <- e:
-		r.queued += len(e.data)
-	default:
-		r.stopped = errors.New("recording stopped: the disk could not keep up with the session")
+	case r.wake <- struct{}{}:
+	default: // already awake, or about to be
 	}
 }
 
-func (r *Recorder) write(f *os.File) {
-	w := bufio.NewWriterSize(f, 64<<10)
-	var werr error
-	var line []byte // reused: one event's JSON
-	for e := range r.queue {
-		r.mu.Lock()
-		r.queued -= len(e.data)
-		r.mu.Unlock()
-		if werr != nil {
-			release(e)
-			continue // keep draining so the session never waits
-		}
-		line = line[:0]
-		if e.kind == "header" {
-			line = append(line, e.data...)
-		} else {
-			line = appendEvent(line, e)
-		}
-		release(e)
-		if _, werr = w.Write(append(line, '\n')); werr != nil {
-			continue
-		}
-		if len(r.queue) == 0 {
-			werr = w.Flush()
-		}
+// take hands the writer every encoded byte (mu held).
+func (r *Recorder) take() [][]byte {
+	out := r.full
+	if len(r.cur) > 0 {
+		out = append(out, r.cur)
+		r.cur = nil
 	}
-	if werr == nil {
-		werr = w.Flush()
+	r.full = nil
+	r.queued = 0
+	return out
+}
+
+// write is the recording's writer: at each wake it takes the blocks filled
+// so far and writes them, until Close.
+func (r *Recorder) write(f *os.File) {
+	var werr error
+	for open := true; open; {
+		waited := time.Now()
+		_, open = <-r.wake
+		r.mu.Lock()
+		if time.Since(waited) > time.Second {
+			r.free = nil // a burst's blocks go once the session is quiet
+		}
+		out := r.take()
+		r.mu.Unlock()
+		for _, b := range out {
+			if werr == nil {
+				_, werr = f.Write(b)
+			}
+		}
+		r.mu.Lock()
+		if werr != nil && r.stopped == nil {
+			r.stopped = fmt.Errorf("recording stopped: %w", werr)
+		}
+		for _, b := range out {
+			if len(r.free) < keptBlocks && cap(b) == blockSize {
+				r.free = append(r.free, b)
+			}
+		}
+		r.mu.Unlock()
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
@@ -214,43 +270,31 @@ func (r *Recorder) write(f *os.File) {
 	r.done <- werr
 }
 
-// Close ends the recording once everything queued is written; the error
+// Close ends the recording once everything encoded is written; the error
 // says whether it is complete.
 func (r *Recorder) Close() error {
 	r.mu.Lock()
 	if len(r.pending) > 0 && r.stopped == nil {
-		r.send(event{at: time.Since(r.start).Seconds(), kind: "o", data: r.pending})
+		r.event('o', r.pending)
 	}
 	stopped := r.stopped
 	if stopped == nil {
 		r.stopped = errors.New("closed")
 	}
-	close(r.queue)
+	close(r.wake)
 	r.mu.Unlock()
-	werr := <-r.done
-	if werr != nil {
+	if werr := <-r.done; werr != nil {
 		return fmt.Errorf("writing the recording: %w", werr)
 	}
 	return stopped
 }
 
-func release(e event) {
-	if e.buf != nil {
-		chunks.Put(e.buf)
-	}
-}
-
-// appendEvent appends [at, "kind", "data"] as JSON. Hand-written because
-// it runs on every output frame of a recorded session: encoding/json's
-// reflection and its []any cost a third of the session's throughput on a
-// bulk tty transfer; this is one pass over the bytes.
-func appendEvent(b []byte, e event) []byte {
+// appendEvent appends one whole event, as event encodes it in pieces.
+func appendEvent(b []byte, at float64, kind byte, data []byte) []byte {
 	b = append(b, '[')
-	b = strconv.AppendFloat(b, e.at, 'f', 6, 64)
-	b = append(b, `, "`...)
-	b = append(b, e.kind...)
-	b = append(b, `", `...)
-	return append(appendJSONString(b, e.data), ']')
+	b = strconv.AppendFloat(b, at, 'f', 6, 64)
+	b = append(b, ',', ' ', '"', kind, '"', ',', ' ', '"')
+	return append(appendJSONChars(b, data), '"', ']')
 }
 
 const hexDigits = "0123456789abcdef"
@@ -272,11 +316,13 @@ func plain8(w uint64) bool {
 	return (below|quote|bslash|w)&highs == 0
 }
 
-// appendJSONString quotes s as JSON: printable ASCII copied in runs,
-// control characters, quote and backslash escaped, valid UTF-8 as is,
-// invalid bytes as U+FFFD (as encoding/json does).
-func appendJSONString(b []byte, s []byte) []byte {
-	b = append(b, '"')
+// appendJSONChars appends s as the inside of a JSON string: printable
+// ASCII copied in runs, control characters, quote and backslash escaped,
+// valid UTF-8 as is, invalid bytes as U+FFFD (as encoding/json does).
+// Hand-written because it runs on every output frame of a recorded
+// session: encoding/json's reflection and its []any cost a third of the
+// session's throughput on a bulk tty transfer; this is one pass.
+func appendJSONChars(b []byte, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		// Eight bytes at a time while none needs a second look: a
@@ -320,8 +366,7 @@ func appendJSONString(b []byte, s []byte) []byte {
 		i++
 		start = i
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
 
 // incompleteTail is how many bytes at the end of b start a UTF-8 sequence
