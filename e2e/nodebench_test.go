@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -139,6 +140,7 @@ func (b *nodeBench) run(t *testing.T, p benchPath, first bool) {
 	// process's CPU seconds per GiB.
 	measure := func(figure string, kubectl func() (*os.ProcessState, error)) {
 		t.Helper()
+		counting := procs.countSyscalls(t)
 		before := procs.cpu()
 		start := time.Now()
 		state, err := kubectl()
@@ -147,6 +149,11 @@ func (b *nodeBench) run(t *testing.T, p benchPath, first bool) {
 			t.Fatalf("%s: %v", figure, err)
 		}
 		after := procs.cpu()
+		for key, n := range counting() {
+			if n > 0 {
+				b.add(p.name, figure+"/sys/"+key, float64(b.size)/n/1024)
+			}
+		}
 		b.add(p.name, figure+"/MB/s", float64(b.size)/wall.Seconds()/1e6)
 		b.add(p.name, figure+"/wall", wall.Seconds())
 		if state != nil {
@@ -508,6 +515,80 @@ func (b *nodeBench) processes(t *testing.T, n *kubeletRun, endpoint string) benc
 	return ps
 }
 
+// countSyscalls counts the kubelet's, the apiserver's and containerd's
+// read and write system calls (perf's syscalls tracepoints) until the function it returns
+// is called, which gives them as "kubelet/read" and the like. Bytes per
+// call say how the bytes of a transfer were cut on each process's legs,
+// which CPU seconds alone do not. Without perf (or tracepoints) it counts
+// nothing.
+func (ps benchProcs) countSyscalls(t *testing.T) func() map[string]float64 {
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		return func() map[string]float64 { return nil }
+	}
+	type counter struct {
+		name string
+		cmd  *exec.Cmd
+		out  bytes.Buffer
+	}
+	pids := map[string]int{"kubelet": ps.pids["kubelet"][0], "kube-apiserver": ps.pids["kube-apiserver"][0]}
+	if pid := ps.containerd(); pid > 0 {
+		pids["containerd"] = pid
+	}
+	var cs []*counter
+	for name, pid := range pids {
+		c := &counter{name: name}
+		c.cmd = exec.Command(perf, "stat", "-x", ",", "-e", "syscalls:sys_enter_read,syscalls:sys_enter_write",
+			"-p", strconv.Itoa(pid))
+		c.cmd.Stderr = &c.out // perf stat writes its counts there
+		if err := c.cmd.Start(); err != nil {
+			t.Logf("perf stat: %v", err)
+			continue
+		}
+		cs = append(cs, c)
+	}
+	time.Sleep(200 * time.Millisecond) // perf attaches before the transfer starts
+	return func() map[string]float64 {
+		m := map[string]float64{}
+		for _, c := range cs {
+			_ = c.cmd.Process.Signal(os.Interrupt)
+			_ = c.cmd.Wait()
+			// CSV lines: count,unit,event,...
+			for _, line := range strings.Split(c.out.String(), "\n") {
+				f := strings.Split(line, ",")
+				if len(f) < 3 {
+					continue
+				}
+				n, err := strconv.ParseFloat(f[0], 64)
+				if err != nil {
+					continue
+				}
+				m[c.name+"/"+strings.TrimPrefix(f[2], "syscalls:sys_enter_")] = n
+			}
+		}
+		return m
+	}
+}
+
+// containerd is the path's containerd daemon (its CRI streaming server),
+// not a shim: the process whose command line is containerd's with the
+// runtime's directory in it.
+func (ps benchProcs) containerd() int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+		if filepath.Base(string(argv0)) == "containerd" && bytes.Contains(cmdline, []byte(ps.runtime)) {
+			return pid
+		}
+	}
+	return 0
+}
+
 // cpu is each process's CPU seconds so far; "runtime" sums every process
 // whose command line names the runtime's directory, with their reaped
 // children, found afresh each time (shims come and go with pods).
@@ -682,6 +763,18 @@ func (b *nodeBench) report(paths []benchPath) string {
 				continue // kubectl cp's tar and the forwarded server are not wrapped
 			}
 			row(tr.title+" / "+proc, tr.key+"/cpu/"+proc, "%.2f", true)
+		}
+	}
+	if _, ok := b.samples[paths[0].name]["exec-stdout/sys/kubelet/write"]; ok {
+		fmt.Fprintf(&w, "\n## KiB per read and per write system call (perf's syscalls tracepoints; higher is fewer calls)\n\n"+
+			"A transfer's bytes divided by the process's read or write calls while it ran: how finely each process's legs cut them "+
+			"(kubelet: the runtime leg and the apiserver leg together, each byte read once and written once; "+
+			"containerd: its streaming server and the container's output pipes; a few calls of each process's own housekeeping are counted too).\n\n")
+		header("transfer / process, call")
+		for _, tr := range benchTransfers {
+			for _, key := range []string{"kubelet/read", "kubelet/write", "kube-apiserver/read", "kube-apiserver/write", "containerd/read", "containerd/write"} {
+				row(tr.title+" / "+strings.Replace(key, "/", ", ", 1), tr.key+"/sys/"+key, "%.1f", true)
+			}
 		}
 	}
 	fmt.Fprintf(&w, "\n## %d exec sessions held open through the apiserver (per session, above the idle baseline)\n\n", b.sessions)

@@ -304,9 +304,9 @@ func (s *rcSession) forward(f frame) error {
 	var err error
 	switch f.id {
 	case s.stdoutID:
-		err = s.output(ChanStdout, f.length)
+		err = s.output(ChanStdout, f.id, f.length)
 	case s.stderrID:
-		err = s.output(ChanStderr, f.length)
+		err = s.output(ChanStderr, f.id, f.length)
 	case s.errID:
 		err = s.readStatus(f.length)
 	default:
@@ -321,7 +321,15 @@ func (s *rcSession) forward(f frame) error {
 // output copies a data frame's payload to the client on channel ch, read
 // straight into a v5 frame behind the channel byte. Once the client cannot
 // take output the payload is still read, so the runtime never blocks on us.
-func (s *rcSession) output(ch byte, length int) error {
+//
+// Frames of the same stream that have already arrived behind this one go
+// into the same message, up to BufferSize: a runtime cuts output as the
+// process wrote it (containerd: one SPDY frame per read of the container's
+// pipe, often a few KiB), and each message is a TLS record and a write
+// system call on the client leg, the dearest per-frame cost a node pays.
+// Only frames whose header is already staged are joined, so no output waits
+// for more to come.
+func (s *rcSession) output(ch byte, id uint32, length int) error {
 	if length == 0 {
 		return nil
 	}
@@ -337,6 +345,16 @@ func (s *rcSession) output(ch byte, length int) error {
 			return err
 		}
 		rem -= n
+		for rem == 0 && n < s.cfg.BufferSize {
+			more, ok := s.rt.nextDataStaged(id, s.cfg.BufferSize-n)
+			if !ok {
+				break
+			}
+			if err := s.rt.readPayload(buf[1+n : 1+n+more]); err != nil {
+				return err
+			}
+			n += more
+		}
 		if !s.writing {
 			continue
 		}

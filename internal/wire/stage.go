@@ -49,6 +49,10 @@ func (s *Stage) Take(n int) []byte {
 	return b
 }
 
+// Staged is what is staged and not yet taken (read-only, valid until the
+// next call on s).
+func (s *Stage) Staged() []byte { return s.buf[s.pos:s.end] }
+
 // read reads at most want (≤ len(p)) bytes into p: staged bytes first;
 // with none staged, a read of ReadBufSize or more goes straight into p and
 // may run on into p[want:] (up to ReadBufSize further), what ran on being
