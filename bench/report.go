@@ -143,6 +143,8 @@ func (r *results) write(o options) error {
 			{"setup to first byte p50", "ms", r.setupP50, 0},
 			{"translator CPU per GiB stdout", "s", r.cpuStdout, 0},
 			{"translator CPU per GiB stdin", "s", r.cpuStdin, 0},
+			{"translator CPU per GiB tty stdout", "s", r.cpuTTY, 0},
+			{"client, translator and backend CPU per GiB tty stdout", "s", r.sessionTTY, 0},
 		} {
 			without, with := median(f.m["kubestream"]), median(f.m["kubestream-audit"])
 			target, met := "", ""
@@ -157,6 +159,11 @@ func (r *results) write(o options) error {
 				fmt.Fprintf(&s, "\nA recording stopped before its session ended (the disk fell behind): the tty figure is not a recording's cost.\n")
 			} else {
 				fmt.Fprintf(&s, "\nEvery recording held all of its session's output.\n")
+			}
+			if fw, whole := median(r.fileWrite), median(r.sessionTTY["kubestream"]); fw > 0 && whole > 0 {
+				fmt.Fprintf(&s, "\nThe floor under any recording, same run: copying each frame out of the session's buffer and writing it to a file, "+
+					"with no encoding (bench/run.go fileWriteCPU), costs %.2f CPU-s/GiB; the unrecorded tty session costs its three processes %.2f CPU-s/GiB, "+
+					"so where the session already fills the cores, even that recorder would leave about %.2f of the throughput.\n", fw, whole, whole/(whole+fw))
 			}
 		}
 	}

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -23,6 +26,9 @@ type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	recordingCut                 bool                 // a recording stopped before the end of its session
+	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
+	fileWrite                    []float64            // CPU s/GiB of writing a recording's bytes to a file, nothing else
+	backend                      *child               // three-process mode
 	cpuStdout, cpuStdin          map[string][]float64 // translator (or relay) CPU s/GiB
 	clientStdout, clientStdin    map[string][]float64 // client process CPU s/GiB
 	cpuPfDown, cpuPfUp           map[string][]float64 // translator (or relay) CPU s/GiB
@@ -51,7 +57,7 @@ type idlePoint struct {
 
 func newResults(o options) *results {
 	m := func() map[string][]float64 { return map[string][]float64{} }
-	return &results{stdoutMBps: m(), ttyMBps: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(),
+	return &results{stdoutMBps: m(), ttyMBps: m(), cpuTTY: m(), sessionTTY: m(), stdinMBps: m(), cpuStdout: m(), cpuStdin: m(), clientStdout: m(), clientStdin: m(),
 		cpuPfDown: m(), cpuPfUp: m(), clientPfDown: m(), clientPfUp: m(), echoP50: m(), echoP99: m(),
 		setupP50: m(), setupP99: m(), pfDownMBps: m(), pfUpMBps: m(), idle: map[string][]idlePoint{},
 		loadedSetupP99: map[string]float64{}, idleSetupP99: map[string]float64{},
@@ -159,6 +165,9 @@ func orchestrate(o options) error {
 	}
 
 	r := newResults(o)
+	if !o.inproc {
+		r.backend = children[0]
+	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 	for rep := 1; rep <= o.reps; rep++ {
 		lo, err := loopbackMBps(o.size)
@@ -242,12 +251,22 @@ func measureRep(ctx context.Context, p *path, o options, r *results, dir string)
 		r.clientStdout[p.name] = append(r.clientStdout[p.name], perGiB(self1-self0))
 	}
 	if o.want("audit") && (p.name == "kubestream" || p.name == "kubestream-audit") {
+		ttyGiB := func(d time.Duration) float64 { return d.Seconds() * gib / float64(ttySize(o.size)) }
+		cpu0, self0, back0 := p.proc.cpu(), procCPU(os.Getpid()), r.backend.cpu()
 		d, err := p.ttyStdout(ctx, ttySize(o.size))
 		if err != nil {
 			return fmt.Errorf("%s tty stdout: %w", p.name, err)
 		}
+		cpu1, self1, back1 := p.proc.cpu(), procCPU(os.Getpid()), r.backend.cpu()
 		r.ttyMBps[p.name] = append(r.ttyMBps[p.name], mbps(ttySize(o.size), d))
+		r.cpuTTY[p.name] = append(r.cpuTTY[p.name], ttyGiB(cpu1-cpu0))
+		r.sessionTTY[p.name] = append(r.sessionTTY[p.name], ttyGiB(cpu1-cpu0+self1-self0+back1-back0))
 		if p.name == "kubestream-audit" {
+			fw, err := fileWriteCPU(dir, ttySize(o.size))
+			if err != nil {
+				return err
+			}
+			r.fileWrite = append(r.fileWrite, fw)
 			// A recording that stopped (its disk fell behind) would make
 			// the figure a lie: it must hold every byte. Then it goes, to
 			// spare the disk.
@@ -408,3 +427,48 @@ func last(v []float64) float64 {
 	}
 	return v[len(v)-1]
 }
+
+// fileWriteCPU is the CPU seconds per GiB this thread spends recording
+// size bytes of output in the least work any recorder that never holds up
+// its session can do: copy each 32 KiB frame out of the session's buffer
+// into blocks (8 MiB of them, reused in turn) and write each 128 KiB block
+// to a new file in dir, with no encoding. It is the floor under a
+// recording's cost.
+func fileWriteCPU(dir string, size int64) (float64, error) {
+	frame := bytes.Repeat([]byte{'x'}, 32<<10)
+	blocks := make([][]byte, 64)
+	for i := range blocks {
+		blocks[i] = make([]byte, 0, 128<<10)
+	}
+	f, err := os.Create(filepath.Join(dir, "floor.cast"))
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	runtime.LockOSThread() // this thread's time alone
+	defer runtime.UnlockOSThread()
+	t0 := threadCPU()
+	cur := 0
+	for n := int64(0); n < size; n += int64(len(frame)) {
+		b := append(blocks[cur], frame...)
+		blocks[cur] = b
+		if len(b) == cap(b) {
+			if _, err := f.Write(b); err != nil {
+				return 0, err
+			}
+			blocks[cur] = b[:0]
+			cur = (cur + 1) % len(blocks)
+		}
+	}
+	return (threadCPU() - t0).Seconds() * (1 << 30) / float64(size), nil
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(rusageThread, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+const rusageThread = 1 // RUSAGE_THREAD
