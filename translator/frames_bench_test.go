@@ -96,7 +96,7 @@ func BenchmarkTunnelDown(b *testing.B) {
 	binary.BigEndian.PutUint32(frame, 2)
 	putLen24(frame[5:8], benchPayload)
 	rt := &loopConn{Src: frame, Left: b.N}
-	buf := make([]byte, spdy.HeaderLen+benchPayload)
+	buf := make([]byte, wire.Headroom+spdy.HeaderLen+benchPayload)
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -333,11 +333,13 @@ func (s *rcSession) output(ch byte, id uint32, length int) error {
 	if length == 0 {
 		return nil
 	}
-	// Spare room behind the payload lets the runtime reader take the next
+	// Room in front takes the message's frame header (WriteInPlace);
+	// spare room behind the payload lets the runtime reader take the next
 	// frame's header in the same read (see readPayload).
-	bp := wire.GetBuf(1 + s.cfg.BufferSize + wire.ReadBufSize)
+	bp := wire.GetBuf(wire.Headroom + 1 + s.cfg.BufferSize + wire.ReadBufSize)
 	defer wire.PutBuf(bp)
-	buf := *bp
+	msg := *bp
+	buf := msg[wire.Headroom:]
 	buf[0] = ch
 	for rem := length; rem > 0; {
 		n := min(rem, s.cfg.BufferSize)
@@ -358,7 +360,7 @@ func (s *rcSession) output(ch byte, id uint32, length int) error {
 		if !s.writing {
 			continue
 		}
-		if werr := s.wc.WriteFrame(buf[:1+n]); werr != nil {
+		if werr := s.wc.WriteInPlace(msg[:wire.Headroom+1+n]); werr != nil {
 			s.writing = false
 			if !errors.Is(werr, wire.ErrSessionClosed) {
 				// The client cannot take output: the session is over.

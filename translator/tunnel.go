@@ -37,7 +37,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	go func() {
 		defer close(pumpDone)
 		var werr error
-		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize))
+		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, wire.Headroom+spdy.HeaderLen+cfg.BufferSize))
 		if werr != nil {
 			if !errors.Is(werr, wire.ErrSessionClosed) {
 				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
@@ -146,8 +146,10 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 // side ends (nil) or the client's does (the error). spdystream writes a
 // frame's header words and payload with separate writes, so a read often
 // ends inside a frame; reading on to the frame's end (its rest is on its
-// way) makes one message of what would have been several.
-func tunnelDown(wc *wire.Conn, rt net.Conn, buf []byte) (uint64, error) {
+// way) makes one message of what would have been several. msg[:Headroom]
+// takes each message's frame header (wire.Conn.WriteInPlace).
+func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte) (uint64, error) {
+	buf := msg[wire.Headroom:]
 	var total uint64
 	var frames spdy.Boundary
 	for {
@@ -163,7 +165,7 @@ func tunnelDown(wc *wire.Conn, rt net.Conn, buf []byte) (uint64, error) {
 			}
 		}
 		if fill > 0 {
-			if werr := wc.WriteFrame(buf[:fill]); werr != nil {
+			if werr := wc.WriteInPlace(msg[:wire.Headroom+fill]); werr != nil {
 				return total, werr
 			}
 			total += uint64(fill)
