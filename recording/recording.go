@@ -80,13 +80,16 @@ type Recorder struct {
 	wake  chan struct{} // one slot: there are bytes to write; closed by Close
 	done  chan error
 
-	mu      sync.Mutex // guards the fields below, taken by both session goroutines and the writer
-	full    [][]byte   // encoded events the writer has not taken yet, in order
-	cur     []byte     // the block being filled, the last of them
-	free    [][]byte   // written blocks, for reuse
-	queued  int        // bytes in full and cur
-	stopped error      // why events are no longer taken
-	pending []byte     // the start of a UTF-8 sequence cut by a frame boundary
+	mu      sync.Mutex  // guards the fields below, taken by both session goroutines and the writer
+	full    [][]byte    // encoded events the writer has not taken yet, in order
+	cur     []byte      // the block being filled, the last of them
+	free    [][]byte    // written blocks, for reuse
+	queued  int         // bytes in full and cur
+	flush   *time.Timer // wakes the writer for a partial block
+	armed   bool        // flush is set, or the writer is about to take cur
+	closed  bool        // wake is closed
+	stopped error       // why events are no longer taken
+	pending []byte      // the start of a UTF-8 sequence cut by a frame boundary
 	headed  bool
 }
 
@@ -217,6 +220,32 @@ func (r *Recorder) event(kind byte, data []byte) {
 		data = data[n:]
 	}
 	r.put([]byte{'"', ']', '\n'})
+	// The writer is woken for each filled block, and for a partial one
+	// after flushDelay: waking it for every event cost a bulk session a
+	// futex call and two context switches per frame.
+	switch {
+	case len(r.full) > 0:
+		r.kick()
+	case r.flush == nil:
+		r.flush = time.AfterFunc(flushDelay, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.kick()
+		})
+	case !r.armed:
+		r.flush.Reset(flushDelay)
+	}
+	r.armed = true
+}
+
+// flushDelay is how long an event may wait in a partial block.
+const flushDelay = 50 * time.Millisecond
+
+// kick wakes the writer (mu held); after Close there is none.
+func (r *Recorder) kick() {
+	if r.closed {
+		return
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default: // already awake, or about to be
@@ -232,6 +261,7 @@ func (r *Recorder) take() [][]byte {
 	}
 	r.full = nil
 	r.queued = 0
+	r.armed = false
 	return out
 }
 
@@ -281,6 +311,10 @@ func (r *Recorder) Close() error {
 	if stopped == nil {
 		r.stopped = errors.New("closed")
 	}
+	if r.flush != nil {
+		r.flush.Stop()
+	}
+	r.closed = true
 	close(r.wake)
 	r.mu.Unlock()
 	if werr := <-r.done; werr != nil {
