@@ -169,6 +169,9 @@ func TestSessionRecording(t *testing.T) {
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
+		// The recording is whole once the node has closed the session,
+		// which can be a moment after the client has its status.
+		in.waitIdle(10 * time.Second)
 		files, _ := filepath.Glob(filepath.Join(dir, "rec-stdin", "*.cast"))
 		if len(files) != 1 {
 			t.Fatalf("recordings: %v", files)
@@ -183,7 +186,6 @@ func TestSessionRecording(t *testing.T) {
 		if typed != "typed secret\n" || !strings.Contains(res.stdout, "got") {
 			t.Fatalf("stdin recorded %q", typed)
 		}
-		in.waitIdle(10 * time.Second)
 	})
 
 	t.Run("an unwritable directory does not fail the session", func(t *testing.T) {
