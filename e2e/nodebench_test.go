@@ -585,35 +585,10 @@ func (ps benchProcs) countSyscalls(t *testing.T) func() map[string]float64 {
 	}
 }
 
-// containerd is the path's containerd daemon (its CRI streaming server),
-// not a shim: the process whose command line is containerd's with the
-// runtime's directory in it.
-func (ps benchProcs) containerd() int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-		if filepath.Base(string(argv0)) == "containerd" && bytes.Contains(cmdline, []byte(ps.runtime)) {
-			return pid
-		}
-	}
-	return 0
-}
-
-// cpu is each process's CPU seconds so far; "runtime" sums every process
-// whose command line names the runtime's directory, with their reaped
-// children, found afresh each time (shims come and go with pods).
-func (ps benchProcs) cpu() map[string]float64 {
-	m := map[string]float64{}
-	for name, pids := range ps.pids {
-		for _, pid := range pids {
-			m[name] += pidCPU(pid)
-		}
-	}
+// runtimeProcs calls fn with each process whose command line names the
+// runtime's directory (containerd, its shims), found afresh each time:
+// shims come and go with pods.
+func (ps benchProcs) runtimeProcs(fn func(pid int, cmdline []byte)) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -622,9 +597,33 @@ func (ps benchProcs) cpu() map[string]float64 {
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if bytes.Contains(cmdline, []byte(ps.runtime)) && !bytes.Contains(cmdline, []byte("e2e.test")) {
-			m["runtime"] += pidCPU(pid)
+			fn(pid, cmdline)
 		}
 	}
+}
+
+// containerd is the path's containerd daemon (its CRI streaming server),
+// not a shim.
+func (ps benchProcs) containerd() int {
+	found := 0
+	ps.runtimeProcs(func(pid int, cmdline []byte) {
+		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); filepath.Base(string(argv0)) == "containerd" {
+			found = pid
+		}
+	})
+	return found
+}
+
+// cpu is each process's CPU seconds so far; "runtime" sums the runtime's
+// processes with their reaped children.
+func (ps benchProcs) cpu() map[string]float64 {
+	m := map[string]float64{}
+	for name, pids := range ps.pids {
+		for _, pid := range pids {
+			m[name] += pidCPU(pid)
+		}
+	}
+	ps.runtimeProcs(func(pid int, _ []byte) { m["runtime"] += pidCPU(pid) })
 	return m
 }
 
