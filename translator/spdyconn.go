@@ -164,15 +164,15 @@ func (c *spdyConn) next() (frame, error) {
 
 // nextDataStaged takes the next frame's header when it is already staged
 // (it came with an earlier read, so looking costs no system call) and is a
-// data frame on stream id, without FIN, of 1 to max bytes; its payload is
+// data frame on stream id, without FIN, of 1 to room bytes; its payload is
 // then the caller's to read. Otherwise it takes nothing.
-func (c *spdyConn) nextDataStaged(id uint32, max int) (int, bool) {
+func (c *spdyConn) nextDataStaged(id uint32, room int) (int, bool) {
 	h := c.rd.Staged()
 	if len(h) < spdy.HeaderLen || spdy.Control(h) || spdy.StreamID(h) != id || h[4]&spdy.FlagFin != 0 {
 		return 0, false
 	}
 	n := spdy.Length(h)
-	if n == 0 || n > max {
+	if n == 0 || n > room {
 		return 0, false
 	}
 	c.rd.Take(spdy.HeaderLen)
