@@ -56,10 +56,10 @@ const MaxQueued = 8 << 20
 // every byte again and again on a bulk session).
 const blockSize = 128 << 10
 
-// keptBlocks bounds the blocks a recording keeps for reuse while it is
-// busy: as many as its backlog may hold, so a bulk session allocates none
-// after its first MaxQueued (fresh memory costs a page fault per 4 KiB).
-const keptBlocks = MaxQueued / blockSize
+// blocks are written blocks, shared by every recording: fresh memory costs
+// a page fault per 4 KiB, which showed as a third of a bulk recording's
+// cost when each recording allocated its own.
+var blocks = sync.Pool{New: func() any { b := make([]byte, 0, blockSize); return &b }}
 
 // errBehind stops a recording whose disk fell MaxQueued behind its session.
 var errBehind = errors.New("recording stopped: the disk could not keep up with the session")
@@ -83,7 +83,6 @@ type Recorder struct {
 	mu      sync.Mutex  // guards the fields below, taken by both session goroutines and the writer
 	full    [][]byte    // encoded events the writer has not taken yet, in order
 	cur     []byte      // the block being filled, the last of them
-	free    [][]byte    // written blocks, for reuse
 	queued  int         // bytes in full and cur
 	flush   *time.Timer // wakes the writer for a partial block
 	armed   bool        // flush is set, or the writer is about to take cur
@@ -179,11 +178,7 @@ func (r *Recorder) room(n int) {
 	if len(r.cur) > 0 {
 		r.full = append(r.full, r.cur)
 	}
-	if k := len(r.free); k > 0 {
-		r.cur, r.free = r.free[k-1][:0], r.free[:k-1]
-	} else {
-		r.cur = make([]byte, 0, blockSize)
-	}
+	r.cur = (*blocks.Get().(*[]byte))[:0]
 }
 
 // put appends b to the blocks (mu held).
@@ -270,12 +265,8 @@ func (r *Recorder) take() [][]byte {
 func (r *Recorder) write(f *os.File) {
 	var werr error
 	for open := true; open; {
-		waited := time.Now()
 		_, open = <-r.wake
 		r.mu.Lock()
-		if time.Since(waited) > time.Second {
-			r.free = nil // a burst's blocks go once the session is quiet
-		}
 		out := r.take()
 		r.mu.Unlock()
 		for _, b := range out {
@@ -283,16 +274,18 @@ func (r *Recorder) write(f *os.File) {
 				_, werr = f.Write(b)
 			}
 		}
-		r.mu.Lock()
-		if werr != nil && r.stopped == nil {
-			r.stopped = fmt.Errorf("recording stopped: %w", werr)
+		if werr != nil {
+			r.mu.Lock()
+			if r.stopped == nil {
+				r.stopped = fmt.Errorf("recording stopped: %w", werr)
+			}
+			r.mu.Unlock()
 		}
 		for _, b := range out {
-			if len(r.free) < keptBlocks && cap(b) == blockSize {
-				r.free = append(r.free, b)
+			if cap(b) == blockSize {
+				blocks.Put(&b)
 			}
 		}
-		r.mu.Unlock()
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
