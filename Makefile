@@ -67,7 +67,7 @@ test-kubelet-stock:
 test-chain:
 	hack/kubelet-e2e.sh 2.4-ws
 
-## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~30 minutes).
+## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.
 bench-node:
 	KUBESTREAM_TEST_VERBOSE=1 hack/kubelet-e2e.sh bench
