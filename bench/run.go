@@ -27,7 +27,7 @@ type results struct {
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	recordingCut                 bool                 // a recording stopped before the end of its session
 	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
-	fileWrite                    []float64            // CPU s/GiB of writing a recording's bytes to a file, nothing else
+	fileWrite                    []float64            // CPU s/GiB of copying a recording's bytes out and writing them to a file, no encoding (fileWriteCPU)
 	backend                      *child               // three-process mode
 	cpuStdout, cpuStdin          map[string][]float64 // translator (or relay) CPU s/GiB
 	clientStdout, clientStdin    map[string][]float64 // client process CPU s/GiB

@@ -201,8 +201,7 @@ func (r *Recorder) event(kind byte, data []byte) {
 		return
 	}
 	var head [48]byte
-	h := strconv.AppendFloat(append(head[:0], '['), time.Since(r.start).Seconds(), 'f', 6, 64)
-	r.put(append(h, ',', ' ', '"', kind, '"', ',', ' ', '"'))
+	r.put(appendEventHead(head[:0], time.Since(r.start).Seconds(), kind))
 	for len(data) > 0 {
 		r.room(64)
 		n := min(len(data), (cap(r.cur)-len(r.cur))/6)
@@ -316,12 +315,11 @@ func (r *Recorder) Close() error {
 	return stopped
 }
 
-// appendEvent appends one whole event, as event encodes it in pieces.
-func appendEvent(b []byte, at float64, kind byte, data []byte) []byte {
-	b = append(b, '[')
-	b = strconv.AppendFloat(b, at, 'f', 6, 64)
-	b = append(b, ',', ' ', '"', kind, '"', ',', ' ', '"')
-	return append(appendJSONChars(b, data), '"', ']')
+// appendEventHead appends an event up to its string's opening quote:
+// [at, "kind", "
+func appendEventHead(b []byte, at float64, kind byte) []byte {
+	b = strconv.AppendFloat(append(b, '['), at, 'f', 6, 64)
+	return append(b, ',', ' ', '"', kind, '"', ',', ' ', '"')
 }
 
 const hexDigits = "0123456789abcdef"

@@ -205,3 +205,8 @@ func processCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// appendEvent is one whole event as Recorder.event writes it in pieces.
+func appendEvent(b []byte, at float64, kind byte, data []byte) []byte {
+	return append(appendJSONChars(appendEventHead(b, at, kind), data), '"', ']')
+}
