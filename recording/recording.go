@@ -3,8 +3,8 @@
 // line, then one JSON array per event, [seconds, "o"|"i"|"r", data].
 //
 // A recording never slows its session down to the disk's pace: events are
-// encoded into a buffer bounded in bytes and written by one goroutine per
-// recording; when the buffer is full, or the disk refuses a write, the
+// copied into blocks bounded in bytes, then encoded and written by one
+// goroutine per recording; when the buffer is full, or the disk refuses a write, the
 // recording stops (and says why in Close's error), the session goes on.
 package recording
 
@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +22,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Meta is what the header says about the session beside asciicast's own
@@ -47,31 +51,43 @@ type Header struct {
 	Kubestream Meta              `json:"kubestream"`
 }
 
-// MaxQueued bounds the encoded bytes a recording may have waiting for the
-// disk.
+// MaxQueued bounds the bytes a recording may have waiting for its writer.
 const MaxQueued = 8 << 20
 
-// blockSize is the unit the session encodes into and the writer writes:
-// one write syscall each, and no buffer ever grows (growing one copied
-// every byte again and again on a bulk session).
+// blockSize is the unit the session copies frames into and the writer
+// encodes and writes: one write syscall each, and no buffer ever grows
+// (growing one copied every byte again and again on a bulk session).
 const blockSize = 128 << 10
 
-// blocks are written blocks, shared by every recording: fresh memory costs
+// blocks are the blocks of every recording, both sides: fresh memory costs
 // a page fault per 4 KiB, which showed as a third of a bulk recording's
 // cost when each recording allocated its own.
 var blocks = sync.Pool{New: func() any { b := make([]byte, 0, blockSize); return &b }}
+
+// A queued piece of an event is a 14-byte head, then its bytes:
+//
+//	kind (1) | flags (1) | nanoseconds since the start (8) | length (4)
+//
+// kindVerbatim pieces are written as they are (the header line); the
+// others are event data, and pieceMore says the next piece is the same
+// event's (an event is cut where a block ends, between characters).
+const (
+	pieceHead    = 14
+	kindVerbatim = 'h'
+	pieceMore    = 1
+)
 
 // errBehind stops a recording whose disk fell MaxQueued behind its session.
 var errBehind = errors.New("recording stopped: the disk could not keep up with the session")
 
 // Recorder records one session; its methods are translator.Observer's.
 //
-// The goroutine that forwards a frame encodes its event straight into the
-// recording's current block, and the recording's writer goroutine takes
-// the filled blocks and writes them. A byte is copied once in user space
-// (while it is escaped) and once by the kernel: a queue of copied frames,
-// encoded by the writer through a bufio.Writer, took four copies and cost
-// a bulk tty session a quarter of its throughput.
+// The goroutine that forwards a frame only copies it, as it is, into the
+// recording's current block; the recording's writer goroutine takes the
+// filled blocks, encodes their events into JSON and writes them. Encoding
+// on the forwarding goroutine put its cost on the session's critical path
+// and cost a bulk tty session a quarter of its throughput; a copy is a
+// memmove, and the encoding runs beside the session on another core.
 type Recorder struct {
 	path  string
 	start time.Time
@@ -81,7 +97,7 @@ type Recorder struct {
 	done  chan error
 
 	mu      sync.Mutex  // guards the fields below, taken by both session goroutines and the writer
-	full    [][]byte    // encoded events the writer has not taken yet, in order
+	full    [][]byte    // queued pieces the writer has not taken yet, in order
 	cur     []byte      // the block being filled, the last of them
 	queued  int         // bytes in full and cur
 	flush   *time.Timer // wakes the writer for a partial block
@@ -149,7 +165,7 @@ func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 	if !r.headed {
 		r.headed = true
 		h, _ := json.Marshal(r.hdr)
-		r.put(append(h, '\n'))
+		r.queue(kindVerbatim, 0, append(h, '\n'))
 	}
 	data := p
 	if utf8Join {
@@ -169,51 +185,14 @@ func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 	}
 }
 
-// room makes sure the current block has at least n bytes free (n is
-// small), starting a new one if not (mu held).
-func (r *Recorder) room(n int) {
-	if cap(r.cur)-len(r.cur) >= n {
-		return
-	}
-	if len(r.cur) > 0 {
-		r.full = append(r.full, r.cur)
-	}
-	r.cur = (*blocks.Get().(*[]byte))[:0]
-}
-
-// put appends b to the blocks (mu held).
-func (r *Recorder) put(b []byte) {
-	for len(b) > 0 {
-		r.room(1)
-		n := copy(r.cur[len(r.cur):cap(r.cur)], b)
-		r.cur, b = r.cur[:len(r.cur)+n], b[n:]
-		r.queued += n
-	}
-}
-
-// event encodes [at, "kind", "data"] and a newline into the blocks and
-// wakes the writer (mu held), or stops the recording when the writer is
-// too far behind. The string is encoded in pieces that fit the current
-// block (an escaped byte takes at most 6), cut only between characters.
+// event queues an event's bytes and wakes the writer (mu held), or stops
+// the recording when the writer is too far behind.
 func (r *Recorder) event(kind byte, data []byte) {
 	if r.queued > MaxQueued {
 		r.stopped = errBehind
 		return
 	}
-	var head [48]byte
-	r.put(appendEventHead(head[:0], time.Since(r.start).Seconds(), kind))
-	for len(data) > 0 {
-		r.room(64)
-		n := min(len(data), (cap(r.cur)-len(r.cur))/6)
-		for n < len(data) && n > 0 && !utf8.RuneStart(data[n]) {
-			n--
-		}
-		before := len(r.cur)
-		r.cur = appendJSONChars(r.cur, data[:n])
-		r.queued += len(r.cur) - before
-		data = data[n:]
-	}
-	r.put([]byte{'"', ']', '\n'})
+	r.queue(kind, time.Since(r.start), data)
 	// The writer is woken for each filled block, and for a partial one
 	// after flushDelay: waking it for every event cost a bulk session a
 	// futex call and two context switches per frame.
@@ -232,6 +211,48 @@ func (r *Recorder) event(kind byte, data []byte) {
 	r.armed = true
 }
 
+// queue copies data into the blocks as pieces that fit them, cut only
+// between characters (mu held).
+func (r *Recorder) queue(kind byte, at time.Duration, data []byte) {
+	for {
+		if cap(r.cur)-len(r.cur) < pieceHead+utf8.UTFMax {
+			if len(r.cur) > 0 {
+				r.full = append(r.full, r.cur)
+			}
+			r.cur = (*blocks.Get().(*[]byte))[:0]
+		}
+		n := cutAt(data, cap(r.cur)-len(r.cur)-pieceHead)
+		var flags byte
+		if n < len(data) {
+			flags = pieceMore
+		}
+		b := append(r.cur, kind, flags)
+		b = binary.LittleEndian.AppendUint64(b, uint64(at))
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+		r.cur = append(b, data[:n]...)
+		r.queued += pieceHead + n
+		if data = data[n:]; len(data) == 0 {
+			return
+		}
+	}
+}
+
+// cutAt is how many of data's bytes, at most max (at least utf8.UTFMax),
+// end on a character's boundary: a JSON string cannot hold half of one. A
+// run of continuation bytes too long to be a character's is invalid
+// anyway, and cut where it is.
+func cutAt(data []byte, max int) int {
+	if len(data) <= max {
+		return len(data)
+	}
+	for n := max; n > max-utf8.UTFMax; n-- {
+		if utf8.RuneStart(data[n]) {
+			return n
+		}
+	}
+	return max
+}
+
 // flushDelay is how long an event may wait in a partial block.
 const flushDelay = 50 * time.Millisecond
 
@@ -246,7 +267,7 @@ func (r *Recorder) kick() {
 	}
 }
 
-// take hands the writer every encoded byte (mu held).
+// take hands the writer every queued block (mu held).
 func (r *Recorder) take() [][]byte {
 	out := r.full
 	if len(r.cur) > 0 {
@@ -259,40 +280,193 @@ func (r *Recorder) take() [][]byte {
 	return out
 }
 
-// write is the recording's writer: at each wake it takes the blocks filled
-// so far and writes them, until Close.
+// write is the recording's writer: at each wake it takes the blocks queued
+// so far, encodes their events and writes them, until Close.
 func (r *Recorder) write(f *os.File) {
-	var werr error
+	e := encoder{f: f, out: (*blocks.Get().(*[]byte))[:0]}
 	for open := true; open; {
 		_, open = <-r.wake
 		r.mu.Lock()
-		out := r.take()
+		in := r.take()
 		r.mu.Unlock()
-		for _, b := range out {
-			if werr == nil {
-				_, werr = f.Write(b)
-			}
+		for _, b := range in {
+			e.pieces(b)
 		}
-		if werr != nil {
-			r.mu.Lock()
-			if r.stopped == nil {
-				r.stopped = fmt.Errorf("recording stopped: %w", werr)
-			}
-			r.mu.Unlock()
-		}
-		for _, b := range out {
+		// Long plain runs are written from the taken blocks themselves:
+		// they go back to the pool only once written.
+		e.flush()
+		for _, b := range in {
 			if cap(b) == blockSize {
+				b = b[:0]
 				blocks.Put(&b)
 			}
 		}
+		if e.err != nil {
+			r.mu.Lock()
+			if r.stopped == nil {
+				r.stopped = fmt.Errorf("recording stopped: %w", e.err)
+			}
+			r.mu.Unlock()
+		}
 	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	e.out = e.out[:0]
+	blocks.Put(&e.out)
+	err := e.err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	r.done <- werr
+	r.done <- err
 }
 
-// Close ends the recording once everything encoded is written; the error
+// gatherMin is the shortest run of plain bytes the writer sends from where
+// the session copied it instead of copying it once more: below it, a copy
+// costs less than another piece of the write.
+const gatherMin = 4 << 10
+
+// maxSegs bounds a write's pieces (the kernel's IOV_MAX is 1024).
+const maxSegs = 256
+
+// encoder turns queued pieces into asciicast lines: heads, tails and
+// escaped text in out, long plain runs (a bulk transfer's) left where they
+// are, and writes them in order, one writev for up to maxSegs of them. The
+// writer goroutine owns it.
+type encoder struct {
+	f       *os.File
+	out     []byte   // encoded bytes not written yet
+	mark    int      // out[:mark] is in segs already
+	segs    [][]byte // what the next write sends, in order
+	inEvent bool     // the last piece said the event goes on
+	err     error
+}
+
+// pieces encodes every piece of block b.
+func (e *encoder) pieces(b []byte) {
+	for len(b) >= pieceHead {
+		kind, flags := b[0], b[1]
+		at := time.Duration(binary.LittleEndian.Uint64(b[2:]))
+		n := int(binary.LittleEndian.Uint32(b[10:]))
+		data := b[pieceHead : pieceHead+n : pieceHead+n]
+		b = b[pieceHead+n:]
+		if kind == kindVerbatim {
+			e.copyOut(data)
+			continue
+		}
+		if !e.inEvent {
+			e.room(48)
+			e.out = appendEventHead(e.out, at.Seconds(), kind)
+		}
+		e.chars(data)
+		if e.inEvent = flags&pieceMore != 0; !e.inEvent {
+			e.room(3)
+			e.out = append(e.out, '"', ']', '\n')
+		}
+	}
+}
+
+// chars encodes data as the inside of a JSON string.
+func (e *encoder) chars(data []byte) {
+	for len(data) > 0 {
+		// An escaped byte takes at most 6: what fits in out, cut between
+		// characters.
+		e.room(64)
+		n := cutAt(data, (cap(e.out)-len(e.out))/6)
+		var from, to int
+		e.out, from, to = escape(e.out, data[:n], gatherMin)
+		if from == n {
+			data = data[n:]
+			continue
+		}
+		if to == n { // the run may go on past the cut
+			to = plainUntil(data, n)
+		}
+		e.gather(data[from:to])
+		data = data[to:]
+	}
+}
+
+func (e *encoder) copyOut(p []byte) {
+	for len(p) > 0 {
+		e.room(1)
+		n := copy(e.out[len(e.out):cap(e.out)], p)
+		e.out, p = e.out[:len(e.out)+n], p[n:]
+	}
+}
+
+// gather adds p, which stays where it is until the next flush, to the
+// write after what out holds so far.
+func (e *encoder) gather(p []byte) {
+	if e.mark < len(e.out) {
+		e.segs = append(e.segs, e.out[e.mark:len(e.out):len(e.out)])
+		e.mark = len(e.out)
+	}
+	e.segs = append(e.segs, p)
+	if len(e.segs) >= maxSegs-1 {
+		e.flush()
+	}
+}
+
+// room writes everything pending unless out has n bytes free.
+func (e *encoder) room(n int) {
+	if cap(e.out)-len(e.out) < n {
+		e.flush()
+	}
+}
+
+// flush writes everything pending, in order; after a failed write nothing
+// more is written.
+func (e *encoder) flush() {
+	if e.mark < len(e.out) {
+		e.segs = append(e.segs, e.out[e.mark:len(e.out):len(e.out)])
+	}
+	if e.err == nil {
+		e.err = writeAll(e.f, e.segs)
+	}
+	clear(e.segs)
+	e.segs, e.out, e.mark = e.segs[:0], e.out[:0], 0
+}
+
+// writeAll writes segs in order: one writev (the os package has none for
+// files), again from where a short one stopped.
+func writeAll(f *os.File, segs [][]byte) error {
+	if len(segs) == 1 {
+		_, err := f.Write(segs[0])
+		return err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for len(segs) > 0 {
+		var n int
+		var werr error
+		if err := rc.Write(func(fd uintptr) bool {
+			n, werr = unix.Writev(int(fd), segs)
+			return werr != unix.EAGAIN
+		}); err != nil {
+			return err
+		}
+		if werr == unix.EINTR {
+			continue
+		}
+		if werr != nil {
+			return &os.PathError{Op: "writev", Path: f.Name(), Err: werr}
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		for n > 0 && len(segs) > 0 {
+			if n < len(segs[0]) {
+				segs[0] = segs[0][n:]
+				break
+			}
+			n -= len(segs[0])
+			segs = segs[1:]
+		}
+	}
+	return nil
+}
+
+// Close ends the recording once everything queued is written; the error
 // says whether it is complete.
 func (r *Recorder) Close() error {
 	r.mu.Lock()
@@ -329,16 +503,14 @@ const (
 	highs = 0x8080808080808080
 )
 
-// plain8 reports whether none of w's eight bytes is a control character,
-// a quote, a backslash or above ASCII (the classic "has a zero byte" word
-// tricks: a byte below n, or equal to c, sets its high bit in the test).
-func plain8(w uint64) bool {
-	below := (w - ones*0x20) & ^w
-	quote := w ^ (ones * '"')
-	quote = (quote - ones) & ^quote
-	bslash := w ^ (ones * '\\')
-	bslash = (bslash - ones) & ^bslash
-	return (below|quote|bslash|w)&highs == 0
+// special8 has the high bit set in a byte of w's eight if that byte, or
+// one before it, is a control character, a quote, a backslash or above
+// ASCII: the classic "has a zero byte" word tricks (a byte below n, or
+// equal to c, borrows in a subtraction). A borrow only starts at such a
+// byte, so special8 is exact about whether there is one; where is left to
+// a byte at a time.
+func special8(w uint64) uint64 {
+	return ((w - ones*0x20) | (w ^ ones*'"' - ones) | (w ^ ones*'\\' - ones) | w) & highs
 }
 
 // appendJSONChars appends s as the inside of a JSON string: printable
@@ -348,50 +520,71 @@ func plain8(w uint64) bool {
 // session: encoding/json's reflection and its []any cost a third of the
 // session's throughput on a bulk tty transfer; this is one pass.
 func appendJSONChars(b []byte, s []byte) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs a second look: a
-		// terminal's output is mostly printable ASCII.
-		for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:i+8])) {
-			i += 8
+	b, _, _ = escape(b, s, 0)
+	return b
+}
+
+// escape is appendJSONChars that stops, if run > 0, before the first run
+// of at least run plain bytes (s[from:to], which needs no escaping and is
+// not appended). Without one, from and to are len(s).
+func escape(b []byte, s []byte, run int) (_ []byte, from, to int) {
+	start := 0 // s[start:i] is to be appended as it is
+	for i := plainUntil(s, 0); ; i = plainUntil(s, i) {
+		if run > 0 && i-from >= run {
+			return append(b, s[start:from]...), from, i
 		}
 		if i == len(s) {
-			break
+			return append(b, s[start:]...), len(s), len(s)
 		}
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRune(s[i:])
-			if r != utf8.RuneError || size != 1 {
+		switch {
+		case c >= utf8.RuneSelf:
+			if r, size := utf8.DecodeRune(s[i:]); r != utf8.RuneError || size != 1 {
 				i += size
+				from = i
 				continue
 			}
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case c == '"' || c == '\\':
+			b = append(append(b, s[start:i]...), '\\', c)
+		case c == '\n':
+			b = append(append(b, s[start:i]...), '\\', 'n')
+		case c == '\r':
+			b = append(append(b, s[start:i]...), '\\', 'r')
+		case c == '\t':
+			b = append(append(b, s[start:i]...), '\\', 't')
 		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			b = append(append(b, s[start:i]...), '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 		i++
-		start = i
+		start, from = i, i
 	}
-	return append(b, s[start:]...)
+}
+
+// plainUntil is the index of the first byte from i on that needs a second
+// look (special8's), or len(s). Eight bytes at a time, the first such byte
+// found in its word at once, and 32 at a time once a run has begun: a
+// terminal's output is mostly printable ASCII in runs between escapes and
+// line ends, which a first 32-byte test would only overshoot.
+func plainUntil(s []byte, i int) int {
+	for i+8 <= len(s) {
+		if m := special8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		for i += 8; i+32 <= len(s); i += 32 {
+			w := s[i : i+32]
+			if special8(binary.LittleEndian.Uint64(w))|special8(binary.LittleEndian.Uint64(w[8:]))|
+				special8(binary.LittleEndian.Uint64(w[16:]))|special8(binary.LittleEndian.Uint64(w[24:])) != 0 {
+				break
+			}
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return i
+		}
+	}
+	return i
 }
 
 // incompleteTail is how many bytes at the end of b start a UTF-8 sequence

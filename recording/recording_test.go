@@ -3,6 +3,7 @@ package recording
 import (
 	"bufio"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,14 +20,22 @@ func (r *Recorder) backlog() int {
 	return r.queued
 }
 
-// BenchmarkAppendEvent is the encoder alone on terminal text: printable
-// ASCII runs, a multi-byte character, an escape sequence, CR LF.
+// BenchmarkAppendEvent is the encoder alone on 32 KiB frames: terminal
+// text (printable ASCII runs, a multi-byte character, an escape sequence,
+// CR LF), and a bulk transfer's text with nothing to escape.
 func BenchmarkAppendEvent(b *testing.B) {
-	frame := []byte(strings.Repeat("drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n", 512))
-	b.SetBytes(int64(len(frame)))
-	var out []byte
-	for b.Loop() {
-		out = appendEvent(out[:0], 1.5, 'o', frame)
+	for _, c := range []struct{ name, unit string }{
+		{"terminal", "drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n"},
+		{"plain", "x"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			frame := []byte(strings.Repeat(c.unit, 32<<10)[:32<<10])
+			b.SetBytes(int64(len(frame)))
+			var out []byte
+			for b.Loop() {
+				out = appendEvent(out[:0], 1.5, 'o', frame)
+			}
+		})
 	}
 }
 
@@ -119,6 +128,95 @@ func TestEventsAcrossBlocks(t *testing.T) {
 	}
 }
 
+// TestLongRunsWrittenInPlace: plain runs long enough to be written from
+// the queued blocks (gatherMin), at a frame's start, middle and end, beside
+// escapes and multi-byte characters, across block ends and in more pieces
+// than one write takes, come out in order and whole.
+func TestLongRunsWrittenInPlace(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Start(dir, Meta{AuditID: "a4"}, []string{"sh"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	specials := []string{"\r\n", "✓", "\x1b[0m", "\"", "\\", "é", "\t"}
+	var sent strings.Builder
+	for range 300 {
+		var frame strings.Builder
+		for frame.Len() < 40<<10 {
+			if rng.IntN(3) == 0 {
+				frame.WriteString(specials[rng.IntN(len(specials))])
+				continue
+			}
+			n := []int{1, gatherMin - 1, gatherMin, gatherMin + 1, 3 * gatherMin, blockSize + 17}[rng.IntN(6)]
+			frame.WriteString(strings.Repeat(string(rune('a'+rng.IntN(26))), n))
+		}
+		r.Output(1, []byte(frame.String()))
+		sent.WriteString(frame.String())
+		for r.backlog() > MaxQueued/2 { // a session's pace (see BenchmarkRecord)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := replayed(t, filepath.Join(dir, "a4.cast")); got != sent.String() {
+		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), sent.Len())
+	}
+}
+
+// TestEncoderManyRuns: one write takes at most maxSegs pieces; an event
+// of more long runs than that is written in several, in order.
+func TestEncoderManyRuns(t *testing.T) {
+	var q Recorder
+	run := strings.Repeat("y", gatherMin) + "\n"
+	text := strings.Repeat(run, 3*maxSegs)
+	q.queue(kindVerbatim, 0, []byte("{}\n"))
+	q.queue('o', time.Second, []byte(text))
+	path := filepath.Join(t.TempDir(), "e.cast")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := encoder{f: f, out: make([]byte, 0, blockSize)}
+	for _, b := range q.take() {
+		e.pieces(b)
+	}
+	e.flush()
+	if e.err != nil || f.Close() != nil {
+		t.Fatal(e.err)
+	}
+	if got := replayed(t, path); got != text {
+		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), len(text))
+	}
+}
+
+// replayed is the output a recording's events hold, in order; it fails the
+// test on a line that is not a JSON event.
+func replayed(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	sc.Scan() // header
+	var got strings.Builder
+	for sc.Scan() {
+		var e [3]any
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("line %.80q…: %v", sc.Text(), err)
+		}
+		got.WriteString(e[2].(string))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got.String()
+}
+
 // TestOverflowStopsRecordingNotSession: more output than the queue holds
 // stops the recording (Close says so); Output never blocks.
 func TestOverflowStopsRecordingNotSession(t *testing.T) {
@@ -162,40 +260,61 @@ func TestEventEncoding(t *testing.T) {
 	}
 }
 
-// BenchmarkRecord is a recorded bulk tty session seen from the recording's
-// side: 32 KiB output frames of terminal text, with the writer's work
-// (encoding, the file) counted until Close. The session's own share is what
-// Output costs the goroutine that forwards output.
-func BenchmarkRecord(b *testing.B) {
-	frame := make([]byte, 32<<10)
-	line := []byte("drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n")
-	for i := range frame {
-		frame[i] = line[i%len(line)]
-	}
-	const frames = 1024 // 32 MiB a recording
-	b.SetBytes(frames * int64(len(frame)))
-	dir := b.TempDir()
-	cpu0 := processCPU()
-	defer func() {
-		b.ReportMetric((processCPU()-cpu0).Seconds()*(1<<30)/float64(b.N*frames*len(frame)), "cpu-s/GiB")
-	}()
-	for i := 0; i < b.N; i++ {
-		r, err := Start(dir, Meta{AuditID: strconv.Itoa(i)}, []string{"sh"}, false)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for range frames {
-			r.Output(1, frame)
-			// A session's pace, not a tight loop's: the writer is given
-			// time to keep within MaxQueued.
-			for r.backlog() > MaxQueued/2 {
-				time.Sleep(50 * time.Microsecond)
+// TestEscapeFoundAnywhere: a byte that needs escaping is found wherever it
+// sits in a plain run, whichever of the word-at-a-time tests looks at it
+// (the first eight bytes, a 32-byte stride, the tail).
+func TestEscapeFoundAnywhere(t *testing.T) {
+	for _, v := range []byte{0, 0x1b, 0x1f, '"', '\\', 0x7f, 0x80, 0xe2, 0xff, ' ', '!', '#', '[', ']', '~'} {
+		for p := 0; p < 80; p++ {
+			s := []byte(strings.Repeat("x", 80))
+			s[p] = v
+			got := appendJSONChars(nil, s)
+			want, _ := json.Marshal(string(s))
+			if string(got) != string(want[1:len(want)-1]) {
+				t.Fatalf("byte %#x at %d: %s, encoding/json gives %s", v, p, got, want)
 			}
 		}
-		if err := r.Close(); err != nil {
-			b.Fatal(err)
-		}
-		os.Remove(r.Path())
+	}
+}
+
+// BenchmarkRecord is a recorded bulk tty session seen from the recording's
+// side: 32 KiB output frames, of terminal text and of text with nothing to
+// escape (the bench's tty transfer), with the writer's work (encoding, the
+// file) counted until Close. Its cpu-s/GiB is what the recording adds to
+// the node's CPU per GiB of output.
+func BenchmarkRecord(b *testing.B) {
+	for _, c := range []struct{ name, unit string }{
+		{"terminal", "drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n"},
+		{"plain", "x"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			frame := []byte(strings.Repeat(c.unit, 32<<10)[:32<<10])
+			const frames = 1024 // 32 MiB a recording
+			b.SetBytes(frames * int64(len(frame)))
+			dir := b.TempDir()
+			cpu0 := processCPU()
+			defer func() {
+				b.ReportMetric((processCPU()-cpu0).Seconds()*(1<<30)/float64(b.N*frames*len(frame)), "cpu-s/GiB")
+			}()
+			for i := 0; i < b.N; i++ {
+				r, err := Start(dir, Meta{AuditID: strconv.Itoa(i)}, []string{"sh"}, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range frames {
+					r.Output(1, frame)
+					// A session's pace, not a tight loop's: the writer is
+					// given time to keep within MaxQueued.
+					for r.backlog() > MaxQueued/2 {
+						time.Sleep(50 * time.Microsecond)
+					}
+				}
+				if err := r.Close(); err != nil {
+					b.Fatal(err)
+				}
+				os.Remove(r.Path())
+			}
+		})
 	}
 }
 
