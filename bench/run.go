@@ -231,9 +231,10 @@ func orchestrate(o options) error {
 	return r.write(o)
 }
 
-// ttySize is the tty transfer: a recording writes all of it to disk, so
-// it is kept to 64 MiB a session.
-func ttySize(size int64) int64 { return min(size, 64<<20) }
+// ttySize is the tty transfer: a recording writes all of it to disk (and
+// goes after each repetition), so it is kept to 256 MiB a session; shorter
+// transfers, a tenth of a second, left the ratio to chance.
+func ttySize(size int64) int64 { return min(size, 256<<20) }
 
 // measureRep takes one repetition of every figure selected by -only.
 func measureRep(ctx context.Context, p *path, o options, r *results, dir string) error {

@@ -59,10 +59,41 @@ const MaxQueued = 8 << 20
 // (growing one copied every byte again and again on a bulk session).
 const blockSize = 128 << 10
 
-// blocks are the blocks of every recording, both sides: fresh memory costs
-// a page fault per 4 KiB, which showed as a third of a bulk recording's
-// cost when each recording allocated its own.
-var blocks = sync.Pool{New: func() any { b := make([]byte, 0, blockSize); return &b }}
+// spare keeps written blocks for the next ones, every recording's, up to
+// maxSpare of them (MaxQueued's worth, kept for the process's life once a
+// bulk recording has used them). Fresh memory costs a page fault per 4 KiB,
+// which showed as a third of a bulk recording's cost when each recording
+// allocated its own; a sync.Pool is emptied by every garbage collection,
+// which a bulk session brings every few MiB.
+var spare struct {
+	sync.Mutex
+	blocks [][]byte
+}
+
+const maxSpare = MaxQueued / blockSize
+
+func getBlock() []byte {
+	spare.Lock()
+	defer spare.Unlock()
+	if n := len(spare.blocks); n > 0 {
+		b := spare.blocks[n-1]
+		spare.blocks[n-1] = nil
+		spare.blocks = spare.blocks[:n-1]
+		return b
+	}
+	return make([]byte, 0, blockSize)
+}
+
+func putBlock(b []byte) {
+	if cap(b) != blockSize {
+		return
+	}
+	spare.Lock()
+	defer spare.Unlock()
+	if len(spare.blocks) < maxSpare {
+		spare.blocks = append(spare.blocks, b[:0])
+	}
+}
 
 // A queued piece of an event is a 14-byte head, then its bytes:
 //
@@ -219,7 +250,7 @@ func (r *Recorder) queue(kind byte, at time.Duration, data []byte) {
 			if len(r.cur) > 0 {
 				r.full = append(r.full, r.cur)
 			}
-			r.cur = (*blocks.Get().(*[]byte))[:0]
+			r.cur = getBlock()
 		}
 		n := cutAt(data, cap(r.cur)-len(r.cur)-pieceHead)
 		var flags byte
@@ -283,7 +314,7 @@ func (r *Recorder) take() [][]byte {
 // write is the recording's writer: at each wake it takes the blocks queued
 // so far, encodes their events and writes them, until Close.
 func (r *Recorder) write(f *os.File) {
-	e := encoder{f: f, out: (*blocks.Get().(*[]byte))[:0]}
+	e := encoder{f: f, out: getBlock()}
 	for open := true; open; {
 		_, open = <-r.wake
 		r.mu.Lock()
@@ -296,10 +327,7 @@ func (r *Recorder) write(f *os.File) {
 		// they go back to the pool only once written.
 		e.flush()
 		for _, b := range in {
-			if cap(b) == blockSize {
-				b = b[:0]
-				blocks.Put(&b)
-			}
+			putBlock(b)
 		}
 		if e.err != nil {
 			r.mu.Lock()
@@ -309,8 +337,7 @@ func (r *Recorder) write(f *os.File) {
 			r.mu.Unlock()
 		}
 	}
-	e.out = e.out[:0]
-	blocks.Put(&e.out)
+	putBlock(e.out)
 	err := e.err
 	if cerr := f.Close(); err == nil {
 		err = cerr
