@@ -3,6 +3,7 @@ package recording
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -128,11 +129,10 @@ func TestEventsAcrossBlocks(t *testing.T) {
 	}
 }
 
-// TestLongRunsWrittenInPlace: plain runs long enough to be written from
-// the queued blocks (gatherMin), at a frame's start, middle and end, beside
-// escapes and multi-byte characters, across block ends and in more pieces
-// than one write takes, come out in order and whole.
-func TestLongRunsWrittenInPlace(t *testing.T) {
+// TestMixedOutput: long plain runs and short ones, at a frame's start,
+// middle and end, beside escapes and multi-byte characters, across the
+// ends of aligned blocks, blocks and writes, come out in order and whole.
+func TestMixedOutput(t *testing.T) {
 	dir := t.TempDir()
 	r, err := Start(dir, Meta{AuditID: "a4"}, []string{"sh"}, false)
 	if err != nil {
@@ -148,7 +148,7 @@ func TestLongRunsWrittenInPlace(t *testing.T) {
 				frame.WriteString(specials[rng.IntN(len(specials))])
 				continue
 			}
-			n := []int{1, gatherMin - 1, gatherMin, gatherMin + 1, 3 * gatherMin, blockSize + 17}[rng.IntN(6)]
+			n := []int{1, align - 1, align, align + 1, 3 * align, blockSize + 17}[rng.IntN(6)]
 			frame.WriteString(strings.Repeat(string(rune('a'+rng.IntN(26))), n))
 		}
 		r.Output(1, []byte(frame.String()))
@@ -165,29 +165,81 @@ func TestLongRunsWrittenInPlace(t *testing.T) {
 	}
 }
 
-// TestEncoderManyRuns: one write takes at most maxSegs pieces; an event
-// of more long runs than that is written in several, in order.
-func TestEncoderManyRuns(t *testing.T) {
-	var q Recorder
-	run := strings.Repeat("y", gatherMin) + "\n"
-	text := strings.Repeat(run, 3*maxSegs)
-	q.queue(kindVerbatim, 0, []byte("{}\n"))
-	q.queue('o', time.Second, []byte(text))
-	path := filepath.Join(t.TempDir(), "e.cast")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
+// TestQuietSessionOnDisk: when a session goes quiet, what it printed is in
+// the file within flushDelay, although it does not fill an aligned block
+// (written through the page cache), and what comes after it is written
+// whole with it, directly or not.
+func TestQuietSessionOnDisk(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			dir := t.TempDir()
+			r, err := start(dir, Meta{AuditID: "q"}, []string{"sh"}, false, direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "q.cast")
+			var sent strings.Builder
+			for i, size := range []int{10, align + 10, 3 * blockSize, 100} {
+				text := strings.Repeat(string(rune('a'+i)), size-2) + "\r\n"
+				r.Output(1, []byte(text))
+				sent.WriteString(text)
+				deadline := time.Now().Add(10 * time.Second)
+				for replayedSoFar(path) != sent.String() {
+					if time.Now().After(deadline) {
+						t.Fatalf("after %d bytes of output and a pause, the file holds %d", sent.Len(), len(replayedSoFar(path)))
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := replayed(t, path); got != sent.String() {
+				t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), sent.Len())
+			}
+		})
 	}
-	e := encoder{f: f, out: make([]byte, 0, blockSize)}
-	for _, b := range q.take() {
-		e.pieces(b)
+}
+
+// replayedSoFar is the output of the events a recording's file holds whole.
+func replayedSoFar(path string) string {
+	b, _ := os.ReadFile(path)
+	var got strings.Builder
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 2 {
+		return ""
 	}
-	e.flush()
-	if e.err != nil || f.Close() != nil {
-		t.Fatal(e.err)
+	for _, l := range lines[1 : len(lines)-1] {
+		var e [3]any
+		if json.Unmarshal([]byte(l), &e) != nil {
+			break
+		}
+		got.WriteString(e[2].(string))
 	}
-	if got := replayed(t, path); got != text {
-		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), len(text))
+	return got.String()
+}
+
+// TestBigEvent: an event of many blocks, more than one wake's writeSize,
+// is written in order, with direct I/O and without (and the file says
+// which it had).
+func TestBigEvent(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		dir := t.TempDir()
+		r, err := start(dir, Meta{AuditID: "b"}, nil, false, direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.direct != direct {
+			t.Fatalf("direct I/O: %v", r.direct)
+		}
+		text := strings.Repeat(strings.Repeat("y", 999)+"\n", 3*writeSize/1000)
+		r.Output(1, []byte(text))
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := replayed(t, filepath.Join(dir, "b.cast")); got != text {
+			t.Fatalf("direct=%v: recorded %d bytes that differ from the %d sent", direct, len(got), len(text))
+		}
 	}
 }
 
@@ -328,4 +380,31 @@ func processCPU() time.Duration {
 // appendEvent is one whole event as Recorder.event writes it in pieces.
 func appendEvent(b []byte, at float64, kind byte, data []byte) []byte {
 	return append(appendJSONChars(appendEventHead(b, at, kind), data), '"', ']')
+}
+
+// FuzzPlainUntil: the scan that finds the next byte to escape (vector code
+// on amd64, words elsewhere) agrees with a byte-at-a-time look, from any
+// start.
+func FuzzPlainUntil(f *testing.F) {
+	f.Add([]byte(strings.Repeat("x", 100)+"\"tail"), 3)
+	f.Add([]byte("drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n"), 0)
+	f.Add([]byte(strings.Repeat("abcdefghijklmno\\", 9)), 17)
+	f.Fuzz(func(t *testing.T, s []byte, i int) {
+		if i < 0 || i > len(s) {
+			return
+		}
+		want := i
+		for want < len(s) {
+			if c := s[want]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+				break
+			}
+			want++
+		}
+		if got := plainUntil(s, i); got != want {
+			t.Fatalf("plainUntil(%q, %d) = %d, want %d", s, i, got, want)
+		}
+		if got := plainUntilWords(s, i); got != want {
+			t.Fatalf("plainUntilWords(%q, %d) = %d, want %d", s, i, got, want)
+		}
+	})
 }
