@@ -27,7 +27,8 @@ test-short:
 FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
 	translator:FuzzFrameFollowers internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
-	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder
+	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder \
+	recording:FuzzPlainUntil
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== fuzz $${t#*:} ($(FUZZTIME))"; \
