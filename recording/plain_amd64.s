@@ -1,5 +1,17 @@
 #include "textflag.h"
 
+// PLAIN16(x, gt, eq) leaves in eq 0xff for each byte of x that needs no
+// escaping, 0 for the others, with X1-X3 holding the constants below; x
+// and gt are scratch.
+#define PLAIN16(x, gt, eq) \
+	MOVO    x, gt \
+	PCMPGTB X3, gt \
+	MOVO    x, eq \
+	PCMPEQB X1, eq \
+	PCMPEQB X2, x \
+	POR     x, eq \
+	PANDN   gt, eq
+
 // func plainPrefix(s []byte) int
 //
 // The length of s's longest prefix, in whole 16-byte blocks, of bytes that
@@ -26,20 +38,8 @@ loop32:
 	JB   loop16
 	MOVOU (SI)(AX*1), X0
 	MOVOU 16(SI)(AX*1), X8
-	MOVO  X0, X4
-	PCMPGTB X3, X4
-	MOVO  X0, X5
-	PCMPEQB X1, X5
-	PCMPEQB X2, X0
-	POR   X0, X5
-	PANDN X4, X5 // plain bytes of the first 16
-	MOVO  X8, X9
-	PCMPGTB X3, X9
-	MOVO  X8, X10
-	PCMPEQB X1, X10
-	PCMPEQB X2, X8
-	POR   X8, X10
-	PANDN X9, X10 // of the second
+	PLAIN16(X0, X4, X5)
+	PLAIN16(X8, X9, X10)
 	PAND  X10, X5
 	PMOVMSKB X5, DX
 	CMPL  DX, $0xffff
@@ -53,13 +53,7 @@ loop16:
 	CMPQ DX, $16
 	JB   done
 	MOVOU (SI)(AX*1), X0
-	MOVO  X0, X4
-	PCMPGTB X3, X4
-	MOVO  X0, X5
-	PCMPEQB X1, X5
-	PCMPEQB X2, X0
-	POR   X0, X5
-	PANDN X4, X5
+	PLAIN16(X0, X4, X5)
 	PMOVMSKB X5, DX
 	XORL  $0xffff, DX
 	JNZ   found
