@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
@@ -74,6 +77,7 @@ type counter struct {
 	mu    sync.Mutex
 	n     int64
 	first chan struct{}
+	more  chan struct{} // one slot: n grew (diskBeside)
 }
 
 func (c *counter) Write(b []byte) (int, error) {
@@ -83,6 +87,12 @@ func (c *counter) Write(b []byte) (int, error) {
 	}
 	c.n += int64(len(b))
 	c.mu.Unlock()
+	if c.more != nil {
+		select {
+		case c.more <- struct{}{}:
+		default:
+		}
+	}
 	return len(b), nil
 }
 
@@ -103,8 +113,10 @@ func (p *path) stdout(ctx context.Context, size int64) (time.Duration, error) {
 }
 
 // ttyStdout is stdout on a terminal (a translator path only): what a
-// recording sees.
-func (p *path) ttyStdout(ctx context.Context, size int64) (time.Duration, error) {
+// recording sees. With diskDir set, the client writes every MiB it has
+// received to a file in diskDir beside the session, as a recorder's writer
+// would (see diskBeside); the time is the session's alone.
+func (p *path) ttyStdout(ctx context.Context, size int64, diskDir string) (time.Duration, error) {
 	start := time.Now()
 	q := url.Values{"command": {"emittext", itoa(size)}, "output": {"1"}, "tty": {"1"}}
 	ex, err := remotecommand.NewWebSocketExecutor(&rest.Config{Host: p.base}, http.MethodGet, p.base+"/exec/default/bench/c?"+q.Encode())
@@ -112,13 +124,63 @@ func (p *path) ttyStdout(ctx context.Context, size int64) (time.Duration, error)
 		return 0, err
 	}
 	var c counter
-	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &c, Tty: true}); err != nil {
+	var disk chan error
+	if diskDir != "" {
+		c.more = make(chan struct{}, 1)
+		disk = make(chan error, 1)
+		go func() { disk <- diskBeside(diskDir, &c) }()
+	}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &c, Tty: true})
+	d := time.Since(start)
+	if disk != nil {
+		close(c.more)
+		if derr := <-disk; err == nil {
+			err = derr
+		}
+	}
+	if err != nil {
 		return 0, err
 	}
 	if c.n != size {
 		return 0, fmt.Errorf("%s: got %d of %d tty bytes", p.name, c.n, size)
 	}
-	return time.Since(start), nil
+	return d, nil
+}
+
+// diskBeside is the disk's share of a recording, without the recorder: it
+// writes to a new file in dir, 1 MiB at a time with direct I/O where the
+// file system has it (as the recorder writes), as many bytes as c has
+// received, until c.more is closed. Nothing is copied or encoded: what the
+// session loses to it is what any recorder that writes the bytes to this
+// disk costs it.
+func diskBeside(dir string, c *counter) error {
+	f, err := os.CreateTemp(dir, "beside-*.cast")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	fd := int(f.Fd())
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_DIRECT)
+	}
+	buf := make([][]byte, 8) // 1 MiB, as the recorder's blocks
+	for i := range buf {
+		buf[i] = bytes.Repeat([]byte{'x'}, 128<<10)
+	}
+	var written int64
+	for open := true; open; {
+		_, open = <-c.more
+		c.mu.Lock()
+		n := c.n
+		c.mu.Unlock()
+		for ; written+1<<20 <= n; written += 1 << 20 {
+			if _, err := unix.Pwritev(fd, buf, written); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (p *path) stdin(ctx context.Context, size int64) (time.Duration, error) {
