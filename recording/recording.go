@@ -3,8 +3,8 @@
 // line, then one JSON array per event, [seconds, "o"|"i"|"r", data].
 //
 // A recording never slows its session down to the disk's pace: events are
-// copied into blocks bounded in bytes, then encoded and written by one
-// goroutine per recording; when the buffer is full, or the disk refuses a write, the
+// encoded into blocks bounded in bytes and written by one goroutine per
+// recording; when the blocks are full, or the disk refuses a write, the
 // recording stops (and says why in Close's error), the session goes on.
 package recording
 
@@ -51,9 +51,9 @@ type Header struct {
 // MaxQueued bounds the bytes a recording may have waiting for its writer.
 const MaxQueued = 8 << 20
 
-// blockSize is the unit the session copies frames into and the writer
-// encodes and writes: one write syscall each, and no buffer ever grows
-// (growing one copied every byte again and again on a bulk session).
+// blockSize is the unit the session encodes into and the writer writes
+// (writeSize of them at once): no buffer ever grows (growing one copied
+// every byte again and again on a bulk session).
 const blockSize = 128 << 10
 
 // spare keeps written blocks for the next ones, every recording's, up to
@@ -340,13 +340,13 @@ func (r *Recorder) take(tail []byte) (full [][]byte, _ []byte) {
 	r.flushed, r.armed = false, false
 	if r.cur != nil {
 		k := r.cut()
+		tail = append(tail, r.cur[k:]...)
+		r.carry = append(r.carry[:0], tail...)
 		if k > 0 {
 			full = append(full, r.cur[:k])
 		} else {
-			putBlock(r.cur)
+			putBlock(r.cur) // only once its tail is copied: another recording may take it
 		}
-		tail = append(tail, r.cur[k:]...)
-		r.carry = append(r.carry[:0], tail...)
 		r.cur = nil
 	}
 	r.queued = 0
