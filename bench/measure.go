@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,16 +153,11 @@ func (p *path) ttyStdout(ctx context.Context, size int64, diskDir string) (time.
 // session loses to it is what any recorder that writes the bytes to this
 // disk costs it.
 func diskBeside(dir string, c *counter) error {
-	f, err := os.CreateTemp(dir, "beside-*.cast")
+	fd, done, err := directFile(dir, "beside-*.cast")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	fd := int(f.Fd())
-	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_DIRECT)
-	}
+	defer done()
 	buf := make([][]byte, 8) // 1 MiB, as the recorder's blocks
 	for i := range buf {
 		buf[i] = bytes.Repeat([]byte{'x'}, 128<<10)

@@ -453,16 +453,11 @@ func fileWriteCPU(dir string, size int64) (float64, error) {
 	for i := range blocks {
 		blocks[i] = make([]byte, 0, 128<<10)
 	}
-	f, err := os.Create(filepath.Join(dir, "floor.cast"))
+	fd, done, err := directFile(dir, "floor-*.cast")
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	fd := int(f.Fd())
-	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_DIRECT)
-	}
+	defer done()
 	runtime.LockOSThread() // this thread's time alone
 	defer runtime.UnlockOSThread()
 	t0 := threadCPU()
@@ -486,6 +481,21 @@ func fileWriteCPU(dir string, size int64) (float64, error) {
 		}
 	}
 	return (threadCPU() - t0).Seconds() * (1 << 30) / float64(size), nil
+}
+
+// directFile creates a file in dir for a recording's bytes, with direct
+// I/O where the file system has it, as the recorder's (recording/file.go);
+// done closes and removes it.
+func directFile(dir, pattern string) (fd int, done func(), err error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return 0, nil, err
+	}
+	fd = int(f.Fd())
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_DIRECT)
+	}
+	return fd, func() { f.Close(); os.Remove(f.Name()) }, nil
 }
 
 // threadCPU is the calling thread's CPU time.

@@ -103,16 +103,14 @@ func (w *file) writeTail(tail []byte) error {
 	if err := w.setDirect(false); err != nil {
 		return err
 	}
-	for off := w.off; len(tail) > 0; {
-		n, err := unix.Pwrite(w.fd, tail, off)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
-		}
-		tail, off = tail[n:], off+int64(n)
+	w.direct = false
+	off := w.off
+	err := w.write([][]byte{tail})
+	w.off = off
+	if err != nil {
+		return err
 	}
+	w.direct = true
 	return w.setDirect(true)
 }
 

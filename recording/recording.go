@@ -428,8 +428,7 @@ const (
 // one before it, is a control character, a quote, a backslash or above
 // ASCII: the classic "has a zero byte" word tricks (a byte below n, or
 // equal to c, borrows in a subtraction). A borrow only starts at such a
-// byte, so special8 is exact about whether there is one; where is left to
-// a byte at a time.
+// byte and only moves up, so the lowest byte set is the first such byte.
 func special8(w uint64) uint64 {
 	return ((w - ones*0x20) | (w ^ ones*'"' - ones) | (w ^ ones*'\\' - ones) | w) & highs
 }

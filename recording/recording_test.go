@@ -202,22 +202,31 @@ func TestQuietSessionOnDisk(t *testing.T) {
 	}
 }
 
-// replayedSoFar is the output of the events a recording's file holds whole.
+// replayedSoFar is the output of the events a recording's file holds
+// whole (a last line being written is left out).
 func replayedSoFar(path string) string {
 	b, _ := os.ReadFile(path)
-	var got strings.Builder
+	got, _ := castOutput(b)
+	return got
+}
+
+// castOutput is the output of the events in a recording's bytes, up to
+// its last newline, and what is wrong with the first line that is not an
+// event.
+func castOutput(b []byte) (string, error) {
 	lines := strings.Split(string(b), "\n")
 	if len(lines) < 2 {
-		return ""
+		return "", nil
 	}
-	for _, l := range lines[1 : len(lines)-1] {
+	var got strings.Builder
+	for _, l := range lines[1 : len(lines)-1] { // after the header
 		var e [3]any
-		if json.Unmarshal([]byte(l), &e) != nil {
-			break
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			return got.String(), fmt.Errorf("line %.80q…: %w", l, err)
 		}
 		got.WriteString(e[2].(string))
 	}
-	return got.String()
+	return got.String(), nil
 }
 
 // TestBigEvent: an event of many blocks, more than one wake's writeSize,
@@ -245,29 +254,21 @@ func TestBigEvent(t *testing.T) {
 }
 
 // replayed is the output a recording's events hold, in order; it fails the
-// test on a line that is not a JSON event.
+// test on a line that is not a JSON event, or a file cut short.
 func replayed(t *testing.T, path string) string {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	sc.Scan() // header
-	var got strings.Builder
-	for sc.Scan() {
-		var e [3]any
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("line %.80q…: %v", sc.Text(), err)
-		}
-		got.WriteString(e[2].(string))
-	}
-	if err := sc.Err(); err != nil {
+	got, err := castOutput(b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return got.String()
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		t.Fatalf("%s ends in the middle of a line", path)
+	}
+	return got
 }
 
 // TestOverflowStopsRecordingNotSession: more output than the queue holds
