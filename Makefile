@@ -30,12 +30,7 @@ FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames transl
 	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder \
 	recording:FuzzPlainUntil
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "== fuzz $${t#*:} ($(FUZZTIME))"; \
-		{ $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ 2>&1; echo "fuzz-exit=$$?"; } | tee /tmp/kubestream-fuzz.out; \
-		grep -q '^fuzz-exit=0$$' /tmp/kubestream-fuzz.out; \
-		if grep -q 'no fuzz tests to fuzz' /tmp/kubestream-fuzz.out; then echo "fuzz target $$t does not exist"; exit 1; fi; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 
 ## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
 test-containerd:
