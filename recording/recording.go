@@ -119,11 +119,13 @@ type Recorder struct {
 	direct  bool        // the file takes direct I/O: blocks are cut at aligned lengths
 	flush   *time.Timer // wakes the writer for everything, writeSize or not
 	armed   bool        // flush is set
+	moved   bool        // writeSize was handed to the writer since flush was set: the session is busy
 	flushed bool        // flush fired: the writer takes cur too
 	closed  bool        // wake is closed
 	stopped error       // why events are no longer taken
 	pending []byte      // the start of a UTF-8 sequence cut by a frame boundary
 	headed  bool
+	tails   int // partial blocks written through the page cache (tests)
 }
 
 // Start creates DIR/<auditID>.cast and its writer. An error means no
@@ -236,19 +238,35 @@ func (r *Recorder) event(kind byte, data []byte) {
 	// direct writes cost less CPU the larger they are.
 	switch {
 	case len(r.full)*blockSize >= writeSize:
+		r.moved = true
 		r.kick()
 	case r.armed:
 	case r.flush == nil:
-		r.flush = time.AfterFunc(flushDelay, func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.flushed = true
-			r.kick()
-		})
+		r.flush = time.AfterFunc(flushDelay, r.flushTimer)
 		r.armed = true
 	default:
 		r.flush.Reset(flushDelay)
 		r.armed = true
+	}
+}
+
+// flushTimer hands the writer the current block, flushDelay after an
+// event, unless the session is busy: then its partial block goes out with
+// the next writeSize, and writing it alone now would put a page in the
+// page cache for the next direct write to take out again (twenty times a
+// second on a bulk session). The timer waits another flushDelay instead,
+// so every event is on disk within twice flushDelay.
+func (r *Recorder) flushTimer() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+	case r.moved:
+		r.moved = false
+		r.flush.Reset(flushDelay)
+	default:
+		r.flushed = true
+		r.kick()
 	}
 }
 
@@ -305,7 +323,8 @@ func cutAt(data []byte, max int) int {
 	return max
 }
 
-// flushDelay is how long an event may wait in a partial block.
+// flushDelay is how long an event may wait in a partial block when the
+// session is quiet (twice that while it is busy: see flushTimer).
 const flushDelay = 50 * time.Millisecond
 
 // writeSize is how much the writer is woken for while the session goes on:
@@ -366,7 +385,8 @@ func (r *Recorder) write(f *file) {
 		full, tail = r.take(tail)
 		r.mu.Unlock()
 		werr = f.write(full)
-		if werr == nil && len(tail) > 0 {
+		wroteTail := werr == nil && len(tail) > 0
+		if wroteTail {
 			werr = f.writeTail(tail)
 		}
 		for _, b := range full {
@@ -377,6 +397,9 @@ func (r *Recorder) write(f *file) {
 			r.stopped = fmt.Errorf("recording stopped: %w", werr)
 		}
 		r.direct = f.direct // a refused direct write turned it off
+		if wroteTail {
+			r.tails++
+		}
 		r.mu.Unlock()
 	}
 	for range r.wake { // until Close

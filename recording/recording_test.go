@@ -202,6 +202,37 @@ func TestQuietSessionOnDisk(t *testing.T) {
 	}
 }
 
+// TestBusySessionNoTails: while a session keeps the writer busy, its
+// partial block is not written on its own every flushDelay (each such write
+// went through the page cache, for the next direct write to take out
+// again); what it printed is all there at the end.
+func TestBusySessionNoTails(t *testing.T) {
+	dir := t.TempDir()
+	r, err := start(dir, Meta{AuditID: "busy"}, []string{"sh"}, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat("0123456789abcde\n", 512<<10/16))
+	var sent strings.Builder
+	for start := time.Now(); time.Since(start) < 8*flushDelay; {
+		r.Output(1, chunk) // at least writeSize each flushDelay, well within any disk's pace
+		sent.Write(chunk)
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.mu.Lock()
+	tails := r.tails
+	r.mu.Unlock()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if tails > 1 {
+		t.Errorf("%d partial blocks written on their own while the session was busy, want at most 1", tails)
+	}
+	if got := replayed(t, filepath.Join(dir, "busy.cast")); got != sent.String() {
+		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), sent.Len())
+	}
+}
+
 // replayedSoFar is the output of the events a recording's file holds
 // whole (a last line being written is left out).
 func replayedSoFar(path string) string {
