@@ -155,8 +155,8 @@ func (r *results) write(o options) error {
 			fmt.Fprintf(&s, "| %s | %.*f %s | %.*f %s | %s | %s | %s |\n", f.name, prec(f.unit), without, f.unit, prec(f.unit), with, f.unit, ratio(with, without), target, met)
 		}
 		if len(r.ttyMBps["kubestream-audit"]) > 0 {
-			if r.recordingCut {
-				fmt.Fprintf(&s, "\nA recording stopped before its session ended (the disk fell behind): the tty figure is not a recording's cost.\n")
+			if r.recordingCut != "" {
+				fmt.Fprintf(&s, "\nA recording stopped before its session ended (%s): the tty figure is not a recording's cost.\n", r.recordingCut)
 			} else {
 				fmt.Fprintf(&s, "\nEvery recording held all of its session's output.\n")
 			}

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +29,7 @@ type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	ttyDiskMBps                  []float64            // kubestream's tty stdout with a recording's disk writes beside it (diskBeside), no recorder
-	recordingCut                 bool                 // a recording stopped before the end of its session
+	recordingCut                 string               // why a recording stopped before the end of its session
 	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
 	fileWrite                    []float64            // CPU s/GiB of copying a recording's bytes out and writing them to a file, no encoding (fileWriteCPU)
 	backend                      *child               // three-process mode
@@ -280,18 +282,22 @@ func measureRep(ctx context.Context, p *path, o options, r *results, dir string)
 			}
 			r.fileWrite = append(r.fileWrite, fw)
 			// A recording that stopped (its disk fell behind) would make
-			// the figure a lie: it must hold every byte. Then it goes, to
-			// spare the disk.
+			// the figure a lie: it must hold every byte, and be closed
+			// (cut after its last event, not ending in the zeros it is
+			// allocated ahead with). Then it goes, to spare the disk.
 			files, _ := filepath.Glob(filepath.Join(dir, "recordings", "*.cast"))
 			complete := false
 			for _, f := range files {
-				if st, err := os.Stat(f); err == nil && st.Size() >= ttySize(o.size) {
+				if st, err := os.Stat(f); err == nil && st.Size() >= ttySize(o.size) && endsInNewline(f, st.Size()) {
 					complete = true
 				}
 				_ = os.Remove(f)
 			}
-			if !complete {
-				r.recordingCut = true
+			if !complete && r.recordingCut == "" {
+				r.recordingCut = "no reason on record"
+				if why := recordingErrors(filepath.Join(dir, "audit.log")); why != "" {
+					r.recordingCut = why
+				}
 			}
 		}
 	}
@@ -506,3 +512,30 @@ func threadCPU() time.Duration {
 }
 
 const rusageThread = 1 // RUSAGE_THREAD
+
+// endsInNewline says whether the file of size bytes ends in a newline.
+func endsInNewline(path string, size int64) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	last := make([]byte, 1)
+	_, err = f.ReadAt(last, size-1)
+	return err == nil && last[0] == '\n'
+}
+
+// recordingErrors is what the audit log says of recordings that failed.
+func recordingErrors(path string) string {
+	b, _ := os.ReadFile(path)
+	var whys []string
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var ev struct {
+			RecordingError string `json:"recordingError"`
+		}
+		if json.Unmarshal(line, &ev) == nil && ev.RecordingError != "" && !slices.Contains(whys, ev.RecordingError) {
+			whys = append(whys, ev.RecordingError)
+		}
+	}
+	return strings.Join(whys, "; ")
+}

@@ -20,16 +20,53 @@ const align = 4096
 // does not fill a block is written through the page cache when the session
 // goes quiet or ends, and again, whole, with the block it begins. Without
 // O_DIRECT every byte goes through the page cache.
+//
+// Where the kernel has it, direct writes are asynchronous (aio): the
+// session's goroutine submits each one itself and collects it later, with
+// no writer goroutine to wake. The file is allocated (and sized) ahead of
+// them, since a write past the end waits for the disk; Close cuts it to
+// what was written, and until then it ends in zeros.
 type file struct {
 	f      *os.File
 	fd     int
 	direct bool  // O_DIRECT is set
-	off    int64 // where the next write goes: every byte before it is written
+	off    int64 // where the next write goes: every byte before it is written (or, with aio, submitted)
+
+	aio      *aioRing   // asynchronous writes; nil: synchronous ones, by the writer goroutine
+	alloc    int64      // with aio, the file is allocated and sized up to here
+	inflight []inflight // with aio, writes submitted and not collected, oldest first
+	seq      uint64
+	iov      []unix.Iovec
 }
 
-// createFile creates path, which must not exist, with direct I/O if
-// asked and the file system has it.
-func createFile(path string, direct bool) (*file, error) {
+// inflight is a submitted write: its blocks are the kernel's until it
+// completes.
+type inflight struct {
+	id     uint64
+	bufs   [][]byte
+	n      int64 // bytes
+	padded bool  // its last block is padded past the data: the next write begins in it
+}
+
+// writeMode is how a recording's file is written: asynchronous direct
+// writes where the kernel and file system have them (Start), or by a
+// writer goroutine, directly or through the page cache (tests, and where
+// the others are refused).
+type writeMode int
+
+const (
+	writeAsync writeMode = iota
+	writeDirect
+	writeBuffered
+)
+
+// maxInflight bounds a recording's asynchronous writes: MaxQueued's worth.
+const maxInflight = MaxQueued / writeSize
+
+// createFile creates path, which must not exist, written as mode asks
+// where the kernel and file system allow it, and as the next mode where
+// not.
+func createFile(path string, mode writeMode) (*file, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
@@ -37,8 +74,122 @@ func createFile(path string, direct bool) (*file, error) {
 	w := &file{f: f, fd: int(f.Fd())}
 	// Setting O_DIRECT after the open, not in it: a file system without
 	// direct I/O refuses it only once the file exists.
-	w.direct = direct && w.setDirect(true) == nil
+	w.direct = mode <= writeDirect && w.setDirect(true) == nil
+	if w.direct && mode == writeAsync {
+		// A file system that cannot allocate ahead would make each
+		// write wait for the disk: then the writer goroutine waits.
+		if a, err := newAIORing(maxInflight + 1); err == nil {
+			w.aio = a
+			if w.ahead(0) != nil {
+				a.destroy()
+				w.aio = nil
+			}
+		}
+	}
 	return w, nil
+}
+
+// ahead allocates the file up to end, if it is not yet: 64 KiB, then
+// doubling, then 64 MiB at a time (an idle recording holds little disk, a
+// bulk one allocates rarely).
+func (w *file) ahead(end int64) error {
+	size := w.alloc
+	for size < max(end, 1) {
+		size += min(max(size, 64<<10), 64<<20)
+	}
+	if size == w.alloc {
+		return nil
+	}
+	if err := unix.Fallocate(w.fd, 0, w.alloc, size-w.alloc); err != nil {
+		return &os.PathError{Op: "allocate", Path: w.f.Name(), Err: err}
+	}
+	w.alloc = size
+	return nil
+}
+
+// submit starts writing bufs at off (aio) and moves off on by advance:
+// less than their length when the last block is padded past the data.
+func (w *file) submit(bufs [][]byte, advance int64, padded bool) error {
+	var n int64
+	w.iov = w.iov[:0]
+	for _, b := range bufs {
+		n += int64(len(b))
+		w.iov = append(w.iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
+	}
+	if err := w.ahead(w.off + n); err != nil {
+		return err
+	}
+	w.seq++
+	if err := w.aio.pwritev(w.fd, w.iov, w.off, w.seq); err != nil {
+		return &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
+	}
+	clear(w.iov) // the blocks are held by inflight, not here
+	w.inflight = append(w.inflight, inflight{id: w.seq, bufs: bufs, n: n, padded: padded})
+	w.off += advance
+	return nil
+}
+
+// collect takes the completed writes back, their blocks to the spares;
+// with wait, all of them.
+func (w *file) collect(wait bool) error {
+	var werr error
+	for len(w.inflight) > 0 {
+		evs, err := w.aio.completed(len(w.inflight), wait)
+		if err != nil {
+			return &os.PathError{Op: "collect", Path: w.f.Name(), Err: err}
+		}
+		for _, ev := range evs {
+			i := 0
+			for w.inflight[i].id != ev.data {
+				i++
+			}
+			done := w.inflight[i]
+			w.inflight = append(w.inflight[:i], w.inflight[i+1:]...)
+			for _, b := range done.bufs {
+				putBlock(b)
+			}
+			switch {
+			case werr != nil:
+			case ev.res < 0:
+				werr = &os.PathError{Op: "write", Path: w.f.Name(), Err: unix.Errno(-ev.res)}
+			case ev.res != done.n:
+				werr = &os.PathError{Op: "write", Path: w.f.Name(), Err: unix.EIO}
+			}
+		}
+		if !wait {
+			break
+		}
+	}
+	return werr
+}
+
+// padInFlight says whether a padded block is being written: the next
+// write, which begins in it, must wait for it.
+func (w *file) padInFlight() bool {
+	for _, f := range w.inflight {
+		if f.padded {
+			return true
+		}
+	}
+	return false
+}
+
+// inflightBytes is what the kernel holds of the recording's blocks.
+func (w *file) inflightBytes() int {
+	n := 0
+	for _, f := range w.inflight {
+		n += int(f.n)
+	}
+	return n
+}
+
+// finish waits for every write and cuts the file at end (aio).
+func (w *file) finish(end int64) error {
+	werr := w.collect(true)
+	if err := unix.Ftruncate(w.fd, end); err != nil && werr == nil {
+		werr = &os.PathError{Op: "truncate", Path: w.f.Name(), Err: err}
+	}
+	return werr
 }
 
 func (w *file) setDirect(on bool) error {
@@ -114,4 +265,9 @@ func (w *file) writeTail(tail []byte) error {
 	return w.setDirect(true)
 }
 
-func (w *file) Close() error { return w.f.Close() }
+func (w *file) Close() error {
+	if w.aio != nil {
+		w.aio.destroy()
+	}
+	return w.f.Close()
+}

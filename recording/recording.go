@@ -3,9 +3,12 @@
 // line, then one JSON array per event, [seconds, "o"|"i"|"r", data].
 //
 // A recording never slows its session down to the disk's pace: events are
-// encoded into blocks bounded in bytes and written by one goroutine per
-// recording; when the blocks are full, or the disk refuses a write, the
-// recording stops (and says why in Close's error), the session goes on.
+// encoded into blocks bounded in bytes, and written with asynchronous
+// direct writes that the session's goroutine submits and never waits for
+// (or, where the kernel or file system refuses those, by one writer
+// goroutine per recording); when the blocks are full, or the disk refuses a
+// write, the recording stops (and says why in Close's error), the session
+// goes on.
 package recording
 
 import (
@@ -48,8 +51,11 @@ type Header struct {
 	Kubestream Meta              `json:"kubestream"`
 }
 
-// MaxQueued bounds the bytes a recording may have waiting for its writer.
-const MaxQueued = 8 << 20
+// MaxQueued bounds the bytes a recording may have waiting for the disk:
+// 40 ms of a bulk tty session at this machine's 800 MB/s, which rides out
+// the disk's pauses (8 MiB did not: a third of the bench's recordings were
+// cut).
+const MaxQueued = 32 << 20
 
 // blockSize is the unit the session encodes into and the writer writes
 // (writeSize of them at once): no buffer ever grows (growing one copied
@@ -57,8 +63,8 @@ const MaxQueued = 8 << 20
 const blockSize = 128 << 10
 
 // spare keeps written blocks for the next ones, every recording's, up to
-// maxSpare of them (MaxQueued's worth, kept for the process's life once a
-// bulk recording has used them). Fresh memory costs a page fault per 4 KiB,
+// maxSpare of them (8 MiB, kept for the process's life once a bulk
+// recording has used them). Fresh memory costs a page fault per 4 KiB,
 // which showed as a third of a bulk recording's cost when each recording
 // allocated its own; a sync.Pool is emptied by every garbage collection,
 // which a bulk session brings every few MiB.
@@ -67,7 +73,7 @@ var spare struct {
 	blocks [][]byte
 }
 
-const maxSpare = MaxQueued / blockSize
+const maxSpare = 8 << 20 / blockSize
 
 func getBlock() []byte {
 	spare.Lock()
@@ -99,10 +105,13 @@ var errBehind = errors.New("recording stopped: the disk could not keep up with t
 //
 // The goroutine that forwards a frame encodes its event straight into the
 // recording's current block, in the one pass that escapes it (a queue of
-// raw copies for the writer to encode cost a copy more); the recording's
-// writer goroutine takes filled blocks, a writeSize at a time, and writes
-// them. Blocks are cut at aligned lengths so that the file can take them
-// with direct I/O (see file).
+// raw copies for the writer to encode cost a copy more). Each writeSize of
+// filled blocks it submits to the disk itself, asynchronously (see file),
+// or, without that, hands to the recording's writer goroutine. Handing
+// them over woke a second thread some 550 times a second on a bulk
+// session, which cost it more than everything else the recording does.
+// Blocks are cut at aligned lengths so that the file can take them with
+// direct I/O.
 type Recorder struct {
 	path  string
 	start time.Time
@@ -125,23 +134,26 @@ type Recorder struct {
 	stopped error       // why events are no longer taken
 	pending []byte      // the start of a UTF-8 sequence cut by a frame boundary
 	headed  bool
-	tails   int // partial blocks written through the page cache (tests)
+	tails   int // partial blocks written on their own: through the page cache, or padded (tests)
+
+	// file is set when its writes are asynchronous: whoever fills or
+	// flushes blocks submits them (mu held), and there is no writer.
+	file *file
 }
 
 // Start creates DIR/<auditID>.cast and its writer. An error means no
 // recording; the session goes on.
 func Start(dir string, meta Meta, command []string, withStdin bool) (*Recorder, error) {
-	return start(dir, meta, command, withStdin, true)
+	return start(dir, meta, command, withStdin, writeAsync)
 }
 
-// start is Start, with direct I/O where the file system has it or not at
-// all.
-func start(dir string, meta Meta, command []string, withStdin, direct bool) (*Recorder, error) {
+// start is Start, with the file written as mode asks where it can be.
+func start(dir string, meta Meta, command []string, withStdin bool, mode writeMode) (*Recorder, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("recording directory: %w", err)
 	}
 	path := filepath.Join(dir, meta.AuditID+".cast")
-	f, err := createFile(path, direct)
+	f, err := createFile(path, mode)
 	if err != nil {
 		return nil, fmt.Errorf("creating the recording: %w", err)
 	}
@@ -151,7 +163,11 @@ func start(dir string, meta Meta, command []string, withStdin, direct bool) (*Re
 		hdr: Header{Version: 2, Width: 80, Height: 24, Timestamp: now.Unix(), Command: strings.Join(command, " "),
 			Title: meta.Namespace + "/" + meta.Pod + "/" + meta.Container, Env: map[string]string{"TERM": "xterm"}, Kubestream: meta},
 		direct: f.direct, wake: make(chan struct{}, 1), done: make(chan error, 1)}
-	go r.write(f)
+	if f.aio != nil {
+		r.file = f
+	} else {
+		go r.write(f)
+	}
 	return r, nil
 }
 
@@ -217,7 +233,7 @@ func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 // in pieces that fit the current block (an escaped byte takes at most 6),
 // cut only between characters.
 func (r *Recorder) event(kind byte, data []byte) {
-	if r.queued > MaxQueued {
+	if r.queued+r.inflight() > MaxQueued {
 		r.stopped = errBehind
 		return
 	}
@@ -239,7 +255,11 @@ func (r *Recorder) event(kind byte, data []byte) {
 	switch {
 	case len(r.full)*blockSize >= writeSize:
 		r.moved = true
-		r.kick()
+		if r.file != nil {
+			r.submit(false)
+		} else {
+			r.kick()
+		}
 	case r.armed:
 	case r.flush == nil:
 		r.flush = time.AfterFunc(flushDelay, r.flushTimer)
@@ -264,6 +284,15 @@ func (r *Recorder) flushTimer() {
 	case r.moved:
 		r.moved = false
 		r.flush.Reset(flushDelay)
+	case r.file != nil:
+		// Submitted, then collected at the next round, so that an idle
+		// recording holds no block.
+		r.submit(true)
+		if len(r.file.inflight) > 0 || r.stopped == nil && (r.cur != nil || len(r.full) > 0) {
+			r.flush.Reset(flushDelay)
+		} else {
+			r.armed = false
+		}
 	default:
 		r.flushed = true
 		r.kick()
@@ -327,10 +356,77 @@ func cutAt(data []byte, max int) int {
 // session is quiet (twice that while it is busy: see flushTimer).
 const flushDelay = 50 * time.Millisecond
 
-// writeSize is how much the writer is woken for while the session goes on:
+// writeSize is how much is written at once while the session goes on:
 // direct writes cost less CPU the larger they are (here 0.29 CPU-s/GiB in
 // 128 KiB writes, 0.13 in 1 MiB ones).
 const writeSize = 1 << 20
+
+// inflight is what the disk holds of the recording's blocks (mu held).
+func (r *Recorder) inflight() int {
+	if r.file == nil {
+		return 0
+	}
+	return r.file.inflightBytes()
+}
+
+// submit is the writer's work where writes are asynchronous (mu held): it
+// collects the completed writes and submits the filled blocks, and with
+// all the current block too, its tail padded with zeros to an aligned
+// block and carried into the next, which rewrites it. It never waits:
+// while a padded block is being written the filled ones stay queued, since
+// the next write begins in it. After a failed write it writes no more.
+func (r *Recorder) submit(all bool) {
+	if err := r.file.collect(false); err != nil {
+		r.stop(err)
+	}
+	if r.stopped != nil && !r.closed || r.file.padInFlight() {
+		return
+	}
+	bufs := r.full
+	r.full = nil
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	r.queued -= int(n)
+	padded := false
+	if all && r.cur != nil {
+		k := r.cut()
+		r.carry = append(r.carry[:0], r.cur[k:]...)
+		switch {
+		case len(r.cur) > k:
+			b := r.cur[:k+align]
+			clear(b[len(r.cur):]) // the block's last user's bytes must not reach this file
+			bufs, padded = append(bufs, b), true
+		case k > 0:
+			bufs = append(bufs, r.cur)
+		default:
+			putBlock(r.cur)
+		}
+		n += int64(k)
+		r.cur, r.queued = nil, 0
+	}
+	if len(bufs) == 0 {
+		return
+	}
+	if err := r.file.submit(bufs, n, padded); err != nil {
+		for _, b := range bufs {
+			putBlock(b)
+		}
+		r.stop(err)
+		return
+	}
+	if padded {
+		r.tails++
+	}
+}
+
+// stop ends the recording for err, the first one (mu held).
+func (r *Recorder) stop(err error) {
+	if r.stopped == nil {
+		r.stopped = fmt.Errorf("recording stopped: %w", err)
+	}
+}
 
 // kick wakes the writer (mu held); after Close there is none.
 func (r *Recorder) kick() {
@@ -425,12 +521,40 @@ func (r *Recorder) Close() error {
 		r.flush.Stop()
 	}
 	r.closed = true
+	if r.file != nil {
+		werr := r.finish()
+		r.mu.Unlock()
+		if werr != nil {
+			return fmt.Errorf("writing the recording: %w", werr)
+		}
+		return stopped
+	}
 	close(r.wake)
 	r.mu.Unlock()
 	if werr := <-r.done; werr != nil {
 		return fmt.Errorf("writing the recording: %w", werr)
 	}
 	return stopped
+}
+
+// finish writes what is left, waits for every write and cuts the file
+// after the last byte written (Close, mu held, asynchronous writes).
+func (r *Recorder) finish() error {
+	f := r.file
+	var werr error
+	for f.padInFlight() && werr == nil {
+		werr = f.collect(true)
+	}
+	if werr == nil {
+		r.submit(true)
+	}
+	if err := f.finish(f.off + int64(len(r.carry))); werr == nil {
+		werr = err
+	}
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	return werr
 }
 
 // appendEventHead appends an event up to its string's opening quote:

@@ -2,6 +2,7 @@ package recording
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -168,13 +169,13 @@ func TestMixedOutput(t *testing.T) {
 
 // TestQuietSessionOnDisk: when a session goes quiet, what it printed is in
 // the file within flushDelay, although it does not fill an aligned block
-// (written through the page cache), and what comes after it is written
-// whole with it, directly or not.
+// (padded with zeros, or written through the page cache), and what comes
+// after it is written whole with it, however the file is written.
 func TestQuietSessionOnDisk(t *testing.T) {
-	for _, direct := range []bool{true, false} {
-		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+	for _, mode := range writeModes {
+		t.Run(mode.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			r, err := start(dir, Meta{AuditID: "q"}, []string{"sh"}, false, direct)
+			r, err := start(dir, Meta{AuditID: "q"}, []string{"sh"}, false, mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,10 +206,17 @@ func TestQuietSessionOnDisk(t *testing.T) {
 // TestBusySessionNoTails: while a session keeps the writer busy, its
 // partial block is not written on its own every flushDelay (each such write
 // went through the page cache, for the next direct write to take out
-// again); what it printed is all there at the end.
+// again, or padded, for the next write to wait for); what it printed is all
+// there at the end.
 func TestBusySessionNoTails(t *testing.T) {
+	for _, mode := range writeModes[:2] {
+		t.Run(mode.String(), func(t *testing.T) { busySessionNoTails(t, mode) })
+	}
+}
+
+func busySessionNoTails(t *testing.T, mode writeMode) {
 	dir := t.TempDir()
-	r, err := start(dir, Meta{AuditID: "busy"}, []string{"sh"}, false, true)
+	r, err := start(dir, Meta{AuditID: "busy"}, []string{"sh"}, false, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,17 +269,17 @@ func castOutput(b []byte) (string, error) {
 }
 
 // TestBigEvent: an event of many blocks, more than one wake's writeSize,
-// is written in order, with direct I/O and without (and the file says
-// which it had).
+// is written in order, however the file is written (and the file says
+// how it is).
 func TestBigEvent(t *testing.T) {
-	for _, direct := range []bool{true, false} {
+	for _, mode := range writeModes {
 		dir := t.TempDir()
-		r, err := start(dir, Meta{AuditID: "b"}, nil, false, direct)
+		r, err := start(dir, Meta{AuditID: "b"}, nil, false, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.direct != direct {
-			t.Fatalf("direct I/O: %v", r.direct)
+		if r.direct != (mode != writeBuffered) || (r.file != nil) != (mode == writeAsync) {
+			t.Fatalf("%v: direct I/O %v, asynchronous %v", mode, r.direct, r.file != nil)
 		}
 		text := strings.Repeat(strings.Repeat("y", 999)+"\n", 3*writeSize/1000)
 		r.Output(1, []byte(text))
@@ -279,9 +287,75 @@ func TestBigEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := replayed(t, filepath.Join(dir, "b.cast")); got != text {
-			t.Fatalf("direct=%v: recorded %d bytes that differ from the %d sent", direct, len(got), len(text))
+			t.Fatalf("%v: recorded %d bytes that differ from the %d sent", mode, len(got), len(text))
 		}
 	}
+}
+
+// TestPaddingIsZeros: a quiet session's last block, written padded to an
+// aligned length, is padded with zeros, not with what the block held for
+// another session before; an idle recording then holds no block; the file
+// ends where its output does once closed.
+func TestPaddingIsZeros(t *testing.T) {
+	for range maxSpare {
+		b := getBlock()
+		putBlock(append(b, bytes.Repeat([]byte{'X'}, blockSize)...))
+	}
+	dir := t.TempDir()
+	r, err := start(dir, Meta{AuditID: "pad"}, nil, false, writeAsync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pad.cast")
+	r.Output(1, []byte("secret-free\r\n"))
+	deadline := time.Now().Add(10 * time.Second)
+	for replayedSoFar(path) != "secret-free\r\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("the output is not on disk")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.IndexByte(b, 'X') >= 0 {
+		t.Fatalf("another session's bytes are in the file: %q", b)
+	}
+	end := bytes.LastIndexByte(b, '\n') + 1
+	if len(b) < align || strings.Trim(string(b[end:]), "\x00") != "" {
+		t.Fatalf("the file is %d bytes, not padded with zeros after its %d", len(b), end)
+	}
+	// Idle, the recording holds no block: its write was collected.
+	for {
+		r.mu.Lock()
+		held := len(r.file.inflight) + len(r.full)
+		if r.cur != nil {
+			held++
+		}
+		r.mu.Unlock()
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle, the recording holds %d blocks", held)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(end) {
+		t.Fatalf("closed, the file is %v bytes (%v), want %d", fi.Size(), err, end)
+	}
+}
+
+// writeModes are the ways a recording's file is written, the one Start
+// asks for first.
+var writeModes = []writeMode{writeAsync, writeDirect, writeBuffered}
+
+func (m writeMode) String() string {
+	return [...]string{"async", "direct", "buffered"}[m]
 }
 
 // replayed is the output a recording's events hold, in order; it fails the

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -90,6 +91,8 @@ func newReplay() *cobra.Command {
 	return cmd
 }
 
+var errUnfinished = errors.New("the recording ends here: it is still being written, or its node stopped before closing it")
+
 func replay(r io.Reader, out io.Writer, speed float64, maxWait time.Duration) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -98,6 +101,11 @@ func replay(r io.Reader, out io.Writer, speed float64, maxWait time.Duration) er
 	}
 	var last float64
 	for sc.Scan() {
+		if len(sc.Bytes()) > 0 && sc.Bytes()[0] == 0 {
+			// Zeros follow what a recording being written has on disk
+			// (see recording.file).
+			return errUnfinished
+		}
 		var ev []json.RawMessage
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || len(ev) != 3 {
 			return fmt.Errorf("bad event %q", strings.TrimSpace(sc.Text()))

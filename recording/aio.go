@@ -1,0 +1,109 @@
+package recording
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Linux's native asynchronous I/O (io_setup(2), io_submit(2),
+// io_getevents(2)), the part a recording needs: vectored writes, and their
+// completions collected later. Hand-written: golang.org/x/sys/unix has the
+// system calls' numbers but not the control block they take, and no
+// well-kept Go library wraps them. Not io_uring: its completions run as
+// work on the submitting thread, which for a goroutine is any thread, and
+// its writes that cannot go at once are handed to a kernel thread, a wake
+// per write again.
+
+// iocb is struct iocb of linux/aio_abi.h (little-endian layout).
+type iocb struct {
+	data      uint64 // handed back in the completion: which write it was
+	key       uint32
+	rwFlags   int32
+	opcode    uint16
+	prio      int16
+	fd        uint32
+	buf       uint64 // with iocbCmdPwritev: the iovec array
+	nbytes    uint64 // and its length
+	offset    int64
+	reserved2 uint64
+	flags     uint32
+	resfd     uint32
+}
+
+// ioEvent is struct io_event.
+type ioEvent struct {
+	data uint64
+	obj  uint64
+	res  int64 // bytes written, or -errno
+	res2 int64
+}
+
+const iocbCmdPwritev = 8
+
+// aioRing is one recording's AIO context: at most depth writes in flight.
+type aioRing struct {
+	ctx   uintptr
+	depth int
+	evs   []ioEvent
+}
+
+func newAIORing(depth int) (*aioRing, error) {
+	a := &aioRing{depth: depth, evs: make([]ioEvent, depth)}
+	if _, _, e := unix.RawSyscall(unix.SYS_IO_SETUP, uintptr(depth), uintptr(unsafe.Pointer(&a.ctx)), 0); e != 0 {
+		return nil, e
+	}
+	return a, nil
+}
+
+// pwritev submits a write of iov at off, identified by id. The kernel
+// reads the control block and the iovec array during the call; the
+// memory they point to is the kernel's until the write completes.
+// RawSyscall: a direct write into allocated blocks is queued to the disk,
+// not waited for (file.ahead sees to that), so the goroutine keeps its P
+// and wakes no thread.
+func (a *aioRing) pwritev(fd int, iov []unix.Iovec, off int64, id uint64) error {
+	cb := iocb{data: id, opcode: iocbCmdPwritev, fd: uint32(fd),
+		buf: uint64(uintptr(unsafe.Pointer(&iov[0]))), nbytes: uint64(len(iov)), offset: off}
+	p := &cb
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p)))
+		runtime.KeepAlive(iov) // cb points at it as an integer
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e != 0:
+			return e
+		case n != 1:
+			return unix.EAGAIN
+		}
+		return nil
+	}
+}
+
+// completed returns the writes completed so far; with wait, at least min
+// of them (blocking: Close's drain).
+func (a *aioRing) completed(min int, wait bool) ([]ioEvent, error) {
+	for {
+		var n uintptr
+		var e unix.Errno
+		if wait {
+			n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, a.ctx, uintptr(min), uintptr(len(a.evs)), uintptr(unsafe.Pointer(&a.evs[0])), 0, 0)
+		} else {
+			var zero unix.Timespec
+			n, _, e = unix.RawSyscall6(unix.SYS_IO_GETEVENTS, a.ctx, 0, uintptr(len(a.evs)), uintptr(unsafe.Pointer(&a.evs[0])), uintptr(unsafe.Pointer(&zero)), 0)
+		}
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return nil, e
+		}
+		return a.evs[:n], nil
+	}
+}
+
+func (a *aioRing) destroy() {
+	unix.RawSyscall(unix.SYS_IO_DESTROY, a.ctx, 0, 0)
+}
