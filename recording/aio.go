@@ -82,14 +82,14 @@ func (a *aioRing) pwritev(fd int, iov []unix.Iovec, off int64, id uint64) error 
 	}
 }
 
-// completed returns the writes completed so far; with wait, at least min
+// completed returns the writes completed so far; with wait, at least atLeast
 // of them (blocking: Close's drain).
-func (a *aioRing) completed(min int, wait bool) ([]ioEvent, error) {
+func (a *aioRing) completed(atLeast int, wait bool) ([]ioEvent, error) {
 	for {
 		var n uintptr
 		var e unix.Errno
 		if wait {
-			n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, a.ctx, uintptr(min), uintptr(len(a.evs)), uintptr(unsafe.Pointer(&a.evs[0])), 0, 0)
+			n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, a.ctx, uintptr(min(atLeast, len(a.evs))), uintptr(len(a.evs)), uintptr(unsafe.Pointer(&a.evs[0])), 0, 0)
 		} else {
 			var zero unix.Timespec
 			n, _, e = unix.RawSyscall6(unix.SYS_IO_GETEVENTS, a.ctx, 0, uintptr(len(a.evs)), uintptr(unsafe.Pointer(&a.evs[0])), uintptr(unsafe.Pointer(&zero)), 0)

@@ -374,12 +374,13 @@ func (r *Recorder) inflight() int {
 // all the current block too, its tail padded with zeros to an aligned
 // block and carried into the next, which rewrites it. It never waits:
 // while a padded block is being written the filled ones stay queued, since
-// the next write begins in it. After a failed write it writes no more.
+// the next write begins in it, and while maxInflight writes are. After a
+// failed write it writes no more.
 func (r *Recorder) submit(all bool) {
 	if err := r.file.collect(false); err != nil {
 		r.stop(err)
 	}
-	if r.stopped != nil && !r.closed || r.file.padInFlight() {
+	if r.stopped != nil && !r.closed || r.file.padInFlight() || len(r.file.inflight) >= maxInflight {
 		return
 	}
 	bufs := r.full

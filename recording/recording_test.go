@@ -20,7 +20,7 @@ import (
 func (r *Recorder) backlog() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queued
+	return r.queued + r.inflight()
 }
 
 // BenchmarkAppendEvent is the encoder alone on 32 KiB frames: terminal
