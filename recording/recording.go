@@ -120,7 +120,7 @@ type Recorder struct {
 	wake  chan struct{} // one slot: there are bytes to write; closed by Close
 	done  chan error
 
-	mu      sync.Mutex  // guards the fields below, taken by both session goroutines and the writer
+	mu      sync.Mutex  // guards the fields below, taken by both session goroutines, the flush timer and the writer ("the writer" below: submit too)
 	full    [][]byte    // encoded blocks the writer has not taken yet, in order, each cut at an aligned length while direct
 	cur     []byte      // the block being filled; nil after the writer took it
 	carry   []byte      // what the next block begins with: the tail of the block the writer took last
@@ -228,8 +228,8 @@ func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 }
 
 // event encodes [at, "kind", "data"] and a newline into the blocks and
-// wakes the writer when there is writeSize to write (mu held), or stops
-// the recording when the writer is too far behind. The string is encoded
+// submits them (or wakes the writer) when there is writeSize to write (mu
+// held), or stops the recording when the disk is too far behind. The string is encoded
 // in pieces that fit the current block (an escaped byte takes at most 6),
 // cut only between characters.
 func (r *Recorder) event(kind byte, data []byte) {
@@ -248,8 +248,8 @@ func (r *Recorder) event(kind byte, data []byte) {
 		data = data[n:]
 	}
 	r.put([]byte{'"', ']', '\n'})
-	// The writer is woken for writeSize of filled blocks, and for the
-	// rest flushDelay after an event: waking it for every event cost a
+	// Written a writeSize of filled blocks at a time, and the rest
+	// flushDelay after an event: waking the writer for every event cost a
 	// bulk session a futex call and two context switches per frame, and
 	// direct writes cost less CPU the larger they are.
 	switch {
@@ -270,8 +270,8 @@ func (r *Recorder) event(kind byte, data []byte) {
 	}
 }
 
-// flushTimer hands the writer the current block, flushDelay after an
-// event, unless the session is busy: then its partial block goes out with
+// flushTimer writes the current block (or hands it to the writer),
+// flushDelay after an event, unless the session is busy: then its partial block goes out with
 // the next writeSize, and writing it alone now would put a page in the
 // page cache for the next direct write to take out again (twenty times a
 // second on a bulk session). The timer waits another flushDelay instead,
