@@ -229,9 +229,9 @@ func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 
 // event encodes [at, "kind", "data"] and a newline into the blocks and
 // submits them (or wakes the writer) when there is writeSize to write (mu
-// held), or stops the recording when the disk is too far behind. The string is encoded
-// in pieces that fit the current block (an escaped byte takes at most 6),
-// cut only between characters.
+// held), or stops the recording when the disk is too far behind. The
+// string is encoded in pieces that fit the current block (an escaped byte
+// takes at most 6), cut only between characters.
 func (r *Recorder) event(kind byte, data []byte) {
 	if r.queued+r.inflight() > MaxQueued {
 		r.stopped = errBehind
@@ -271,11 +271,12 @@ func (r *Recorder) event(kind byte, data []byte) {
 }
 
 // flushTimer writes the current block (or hands it to the writer),
-// flushDelay after an event, unless the session is busy: then its partial block goes out with
-// the next writeSize, and writing it alone now would put a page in the
-// page cache for the next direct write to take out again (twenty times a
-// second on a bulk session). The timer waits another flushDelay instead,
-// so every event is on disk within twice flushDelay.
+// flushDelay after an event, unless the session is busy: then its partial
+// block goes out with the next writeSize, and writing it alone now would
+// leave a block for the next write to wait for, or a page in the page
+// cache for it to take out again (twenty times a second on a bulk
+// session). The timer waits another flushDelay instead, so every event is
+// on disk within twice flushDelay.
 func (r *Recorder) flushTimer() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
