@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
 )
 
@@ -530,9 +531,7 @@ func recordingErrors(path string) string {
 	b, _ := os.ReadFile(path)
 	var whys []string
 	for _, line := range bytes.Split(b, []byte("\n")) {
-		var ev struct {
-			RecordingError string `json:"recordingError"`
-		}
+		var ev audit.Event
 		if json.Unmarshal(line, &ev) == nil && ev.RecordingError != "" && !slices.Contains(whys, ev.RecordingError) {
 			whys = append(whys, ev.RecordingError)
 		}

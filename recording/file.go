@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -144,7 +145,7 @@ func (w *file) collect(wait bool) error {
 				i++
 			}
 			done := w.inflight[i]
-			w.inflight = append(w.inflight[:i], w.inflight[i+1:]...)
+			w.inflight = slices.Delete(w.inflight, i, i+1) // and lets go of its blocks
 			for _, b := range done.bufs {
 				putBlock(b)
 			}

@@ -376,13 +376,15 @@ func (r *Recorder) inflight() int {
 // block and carried into the next, which rewrites it. It never waits:
 // while a padded block is being written the filled ones stay queued, since
 // the next write begins in it, and while maxInflight writes are. After a
-// failed write it writes no more.
-func (r *Recorder) submit(all bool) {
+// failed write it writes no more; the error it stopped on is returned
+// (Close's).
+func (r *Recorder) submit(all bool) error {
 	if err := r.file.collect(false); err != nil {
 		r.stop(err)
+		return err
 	}
 	if r.stopped != nil && !r.closed || r.file.padInFlight() || len(r.file.inflight) >= maxInflight {
-		return
+		return nil
 	}
 	bufs := r.full
 	r.full = nil
@@ -409,18 +411,19 @@ func (r *Recorder) submit(all bool) {
 		r.cur, r.queued = nil, 0
 	}
 	if len(bufs) == 0 {
-		return
+		return nil
 	}
 	if err := r.file.submit(bufs, n, padded); err != nil {
 		for _, b := range bufs {
 			putBlock(b)
 		}
 		r.stop(err)
-		return
+		return err
 	}
 	if padded {
 		r.tails++
 	}
+	return nil
 }
 
 // stop ends the recording for err, the first one (mu held).
@@ -491,8 +494,8 @@ func (r *Recorder) write(f *file) {
 			putBlock(b)
 		}
 		r.mu.Lock()
-		if werr != nil && r.stopped == nil {
-			r.stopped = fmt.Errorf("recording stopped: %w", werr)
+		if werr != nil {
+			r.stop(werr)
 		}
 		r.direct = f.direct // a refused direct write turned it off
 		if wroteTail {
@@ -543,12 +546,9 @@ func (r *Recorder) Close() error {
 // after the last byte written (Close, mu held, asynchronous writes).
 func (r *Recorder) finish() error {
 	f := r.file
-	var werr error
-	for f.padInFlight() && werr == nil {
-		werr = f.collect(true)
-	}
+	werr := f.collect(true) // a padded block, which the last write begins in
 	if werr == nil {
-		r.submit(true)
+		werr = r.submit(true)
 	}
 	if err := f.finish(f.off + int64(len(r.carry))); werr == nil {
 		werr = err
