@@ -220,12 +220,24 @@ func busySessionNoTails(t *testing.T, mode writeMode) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every second chunk hands the writer writeSize, the others leave a
+	// partial block and arm the timer. A loaded CI machine once held this
+	// goroutine up long enough for a flushDelay to pass without a
+	// writeSize: a tail after such a stall is the quiet case, and allowed.
 	chunk := []byte(strings.Repeat("0123456789abcde\n", 512<<10/16))
 	var sent strings.Builder
+	var at []time.Time
 	for start := time.Now(); time.Since(start) < 8*flushDelay; {
-		r.Output(1, chunk) // at least writeSize each flushDelay, well within any disk's pace
+		at = append(at, time.Now())
+		r.Output(1, chunk)
 		sent.Write(chunk)
 		time.Sleep(5 * time.Millisecond)
+	}
+	stalls := 0
+	for i := 2; i < len(at); i++ {
+		if at[i].Sub(at[i-2]) > flushDelay/2 {
+			stalls++
+		}
 	}
 	r.mu.Lock()
 	tails := r.tails
@@ -233,8 +245,8 @@ func busySessionNoTails(t *testing.T, mode writeMode) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if tails > 1 {
-		t.Errorf("%d partial blocks written on their own while the session was busy, want at most 1", tails)
+	if tails > 1+stalls {
+		t.Errorf("%d partial blocks written on their own while the session was busy, want at most %d (1 + %d stalls of this test)", tails, 1+stalls, stalls)
 	}
 	if got := replayed(t, filepath.Join(dir, "busy.cast")); got != sent.String() {
 		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), sent.Len())
