@@ -31,6 +31,7 @@ type results struct {
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	ttyDiskMBps                  []float64            // kubestream's tty stdout with a recording's disk writes beside it (diskBeside), no recorder
 	recordingCut                 string               // why a recording stopped before the end of its session
+	auditPairs                   []float64            // stdout throughput with an audit log ÷ without, one per back-to-back pair (auditPaired)
 	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
 	fileWrite                    []float64            // CPU s/GiB of copying a recording's bytes out and writing them to a file, no encoding (fileWriteCPU)
 	backend                      *child               // three-process mode
@@ -191,6 +192,13 @@ func orchestrate(o options) error {
 		}
 	}
 
+	if o.want("audit") && o.want("stdout") {
+		if r.auditPairs, err = auditPaired(ctx, paths, o.size, max(15, 5*o.reps)); err != nil {
+			return err
+		}
+		logf("audit log: stdout with ÷ without, %d pairs, median %.3f", len(r.auditPairs), median(r.auditPairs))
+	}
+
 	for _, n := range strings.Split(o.concurrency, ",") {
 		if !o.want("concurrency") {
 			break
@@ -234,6 +242,43 @@ func orchestrate(o options) error {
 		}
 	}
 	return r.write(o)
+}
+
+// auditPaired measures what an audit log costs a bulk stdout transfer as
+// ratios of back-to-back pairs, the order alternating between pairs. The
+// log writes two records a session, a cost far under this machine's
+// spread from one transfer to the next (±5%): the medians of three
+// unpaired repetitions, taken minutes apart, put the ratio anywhere
+// between 0.93 and 1.01.
+func auditPaired(ctx context.Context, paths []*path, size int64, n int) ([]float64, error) {
+	var without, with *path
+	for _, p := range paths {
+		switch p.name {
+		case "kubestream":
+			without = p
+		case "kubestream-audit":
+			with = p
+		}
+	}
+	ratios := make([]float64, 0, n)
+	for i := range n {
+		pair := [2]*path{without, with}
+		if i%2 == 1 {
+			pair = [2]*path{with, without}
+		}
+		var d [2]time.Duration
+		for j, p := range pair {
+			var err error
+			if d[j], err = p.stdout(ctx, size); err != nil {
+				return nil, fmt.Errorf("%s stdout, pair %d: %w", p.name, i, err)
+			}
+		}
+		if i%2 == 1 {
+			d[0], d[1] = d[1], d[0]
+		}
+		ratios = append(ratios, d[0].Seconds()/d[1].Seconds()) // throughput with ÷ without
+	}
+	return ratios, nil
 }
 
 // ttySize is the tty transfer: a recording writes all of it to disk (and
