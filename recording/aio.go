@@ -60,15 +60,29 @@ func newAIORing(depth int) (*aioRing, error) {
 // pwritev submits a write of iov at off, identified by id. The kernel
 // reads the control block and the iovec array during the call; the
 // memory they point to is the kernel's until the write completes.
-// RawSyscall: a direct write into allocated blocks is queued to the disk,
-// not waited for (file.ahead sees to that), so the goroutine keeps its P
-// and wakes no thread.
-func (a *aioRing) pwritev(fd int, iov []unix.Iovec, off int64, id uint64) error {
+//
+// With nowait, the write is submitted with RWF_NOWAIT through RawSyscall:
+// a direct write into allocated blocks is queued to the disk, not waited
+// for (file.ahead sees to that), so the goroutine keeps its P and wakes no
+// thread. Where the write would wait (the disk's request queue full, the
+// inode locked, pages of the range in the page cache), the kernel refuses
+// it instead, in its completion (-EAGAIN), and file.collect submits it
+// again without nowait: through Syscall, which the Go runtime sees, so a
+// submission that sleeps in the kernel hands its P on and holds up neither
+// the goroutines beside it nor a garbage collection's stop.
+func (a *aioRing) pwritev(fd int, iov []unix.Iovec, off int64, id uint64, nowait bool) error {
 	cb := iocb{data: id, opcode: iocbCmdPwritev, fd: uint32(fd),
 		buf: uint64(uintptr(unsafe.Pointer(&iov[0]))), nbytes: uint64(len(iov)), offset: off}
 	p := &cb
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p)))
+		var n uintptr
+		var e unix.Errno
+		if nowait {
+			cb.rwFlags = unix.RWF_NOWAIT
+			n, _, e = unix.RawSyscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p)))
+		} else {
+			n, _, e = unix.Syscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p)))
+		}
 		runtime.KeepAlive(iov) // cb points at it as an integer
 		switch {
 		case e == unix.EINTR:

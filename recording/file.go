@@ -38,6 +38,8 @@ type file struct {
 	inflight []inflight // with aio, writes submitted and not collected, oldest first
 	seq      uint64
 	iov      []unix.Iovec
+	nowait   bool // with aio, writes are submitted with RWF_NOWAIT (see aioRing.pwritev)
+	waited   int  // writes the kernel refused to queue without waiting, submitted again to wait (tests)
 }
 
 // inflight is a submitted write: its blocks are the kernel's until it
@@ -45,8 +47,10 @@ type file struct {
 type inflight struct {
 	id     uint64
 	bufs   [][]byte
+	off    int64
 	n      int64 // bytes
 	padded bool  // its last block is padded past the data: the next write begins in it
+	nowait bool  // submitted with RWF_NOWAIT: refused, it is submitted again
 }
 
 // writeMode is how a recording's file is written: asynchronous direct
@@ -72,7 +76,7 @@ func createFile(path string, mode writeMode) (*file, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &file{f: f, fd: int(f.Fd())}
+	w := &file{f: f, fd: int(f.Fd()), nowait: true}
 	// Setting O_DIRECT after the open, not in it: a file system without
 	// direct I/O refuses it only once the file exists.
 	w.direct = mode <= writeDirect && w.setDirect(true) == nil
@@ -112,21 +116,38 @@ func (w *file) ahead(end int64) error {
 // less than their length when the last block is padded past the data.
 func (w *file) submit(bufs [][]byte, advance int64, padded bool) error {
 	var n int64
-	w.iov = w.iov[:0]
 	for _, b := range bufs {
 		n += int64(len(b))
-		w.iov = append(w.iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
 	}
 	if err := w.ahead(w.off + n); err != nil {
 		return err
 	}
+	if err := w.pwritev(inflight{bufs: bufs, off: w.off, n: n, padded: padded, nowait: w.nowait}); err != nil {
+		return err
+	}
+	w.off += advance
+	return nil
+}
+
+// pwritev submits the write in, and holds it in inflight.
+func (w *file) pwritev(in inflight) error {
+	w.iov = w.iov[:0]
+	for _, b := range in.bufs {
+		w.iov = append(w.iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
+	}
 	w.seq++
-	if err := w.aio.pwritev(w.fd, w.iov, w.off, w.seq); err != nil {
-		return &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
+	in.id = w.seq
+	err := w.aio.pwritev(w.fd, w.iov, in.off, in.id, in.nowait)
+	if err == unix.EOPNOTSUPP && in.nowait {
+		// A file system that cannot refuse to wait: its writes wait.
+		w.nowait, in.nowait = false, false
+		err = w.aio.pwritev(w.fd, w.iov, in.off, in.id, false)
 	}
 	clear(w.iov) // the blocks are held by inflight, not here
-	w.inflight = append(w.inflight, inflight{id: w.seq, bufs: bufs, n: n, padded: padded})
-	w.off += advance
+	if err != nil {
+		return &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
+	}
+	w.inflight = append(w.inflight, in)
 	return nil
 }
 
@@ -146,6 +167,17 @@ func (w *file) collect(wait bool) error {
 			}
 			done := w.inflight[i]
 			w.inflight = slices.Delete(w.inflight, i, i+1) // and lets go of its blocks
+			if done.nowait && (ev.res == -int64(unix.EAGAIN) || ev.res >= 0 && ev.res < done.n) && werr == nil {
+				// Refused, or cut short, rather than waited for: the
+				// same write again (the same bytes at the same place),
+				// this time waiting.
+				w.waited++
+				done.nowait = false
+				werr = w.pwritev(done)
+				if werr == nil {
+					continue
+				}
+			}
 			for _, b := range done.bufs {
 				putBlock(b)
 			}

@@ -304,6 +304,57 @@ func TestBigEvent(t *testing.T) {
 	}
 }
 
+// TestRefusedWriteWaits: a write the kernel will not queue without waiting
+// (here: pages of its range are in the page cache, as when someone reads
+// the recording while it is written) is refused under RWF_NOWAIT and
+// submitted again to wait, not lost and not the recording's end; a bulk
+// session's writes into allocated blocks are not refused.
+func TestRefusedWriteWaits(t *testing.T) {
+	dir := t.TempDir()
+	r, err := start(dir, Meta{AuditID: "w"}, nil, false, writeAsync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.file == nil {
+		t.Skip("no asynchronous direct writes on this kernel or file system")
+	}
+	path := filepath.Join(dir, "w.cast")
+	sent := "quiet\r\n"
+	r.Output(1, []byte(sent))
+	for deadline := time.Now().Add(10 * time.Second); replayedSoFar(path) != sent; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the output is not on disk")
+		}
+	}
+	// That read put the file's first pages in the page cache; the next
+	// write begins in the block the quiet tail was written in. Then 32
+	// MiB more: refused are only a new file's first write (the kernel
+	// checks its privileges once, under the inode's lock) and a write
+	// into blocks of two allocations (at 1, 2, 4, … MiB), a handful.
+	chunk := strings.Repeat("0123456789abcde\n", writeSize/16)
+	for range 32 {
+		r.Output(1, []byte(chunk))
+		sent += chunk
+		for r.backlog() > MaxQueued/2 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := replayed(t, path); got != sent {
+		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), len(sent))
+	}
+	writes := int(r.file.seq) - r.file.waited
+	if r.file.waited == 0 {
+		t.Fatal("no write was refused and submitted again, although the page cache held its range")
+	}
+	if r.file.waited > writes/2 {
+		t.Errorf("%d of %d writes refused: bulk writes into allocated blocks were refused too", r.file.waited, writes)
+	}
+	t.Logf("%d of %d writes refused and submitted again", r.file.waited, writes)
+}
+
 // TestPaddingIsZeros: a quiet session's last block, written padded to an
 // aligned length, is padded with zeros, not with what the block held for
 // another session before; an idle recording then holds no block; the file
