@@ -126,7 +126,7 @@ func (r *results) write(o options) error {
 		}
 		met := ""
 		if rw.met != nil {
-			met = map[bool]string{true: "yes", false: "**no**"}[*rw.met]
+			met = yesNo(*rw.met)
 		}
 		fmt.Fprintf(&s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
 	}
@@ -151,7 +151,7 @@ func (r *results) write(o options) error {
 			target, met := "", ""
 			if f.min > 0 {
 				target = fmt.Sprintf("≥ %.2f", f.min)
-				met = map[bool]string{true: "yes", false: "**no**"}[with/without >= f.min]
+				met = yesNo(with/without >= f.min)
 			}
 			fmt.Fprintf(&s, "| %s | %.*f %s | %.*f %s | %s | %s | %s |\n", f.name, prec(f.unit), without, f.unit, prec(f.unit), with, f.unit, ratio(with, without), target, met)
 		}
@@ -159,7 +159,7 @@ func (r *results) write(o options) error {
 			q := slices.Sorted(slices.Values(r.auditPairs))
 			m := median(q)
 			fmt.Fprintf(&s, "| stdout throughput, %d back-to-back pairs: median ratio (range %.2f–%.2f) | | | %.2f | ≥ 0.97 | %s |\n",
-				len(q), q[0], q[len(q)-1], m, map[bool]string{true: "yes", false: "**no**"}[m >= 0.97])
+				len(q), q[0], q[len(q)-1], m, yesNo(m >= 0.97))
 		}
 		if len(r.ttyMBps["kubestream-audit"]) > 0 {
 			if r.recordingCut != "" {
@@ -243,4 +243,12 @@ func (r *results) svg() string {
 	fmt.Fprintf(&s, `<rect x="%d" y="%d" width="10" height="10" fill="#5e81ac"/><text x="%d" y="%d">kubestream</text>`, left+160, h-15, left+174, h-6)
 	s.WriteString(`</svg>`)
 	return s.String()
+}
+
+// yesNo is a table's "met" cell.
+func yesNo(met bool) string {
+	if met {
+		return "yes"
+	}
+	return "**no**"
 }

@@ -73,12 +73,14 @@ func newAIORing(depth int) (*aioRing, error) {
 func (a *aioRing) pwritev(fd int, iov []unix.Iovec, off int64, id uint64, nowait bool) error {
 	cb := iocb{data: id, opcode: iocbCmdPwritev, fd: uint32(fd),
 		buf: uint64(uintptr(unsafe.Pointer(&iov[0]))), nbytes: uint64(len(iov)), offset: off}
+	if nowait {
+		cb.rwFlags = unix.RWF_NOWAIT
+	}
 	p := &cb
 	for {
 		var n uintptr
 		var e unix.Errno
 		if nowait {
-			cb.rwFlags = unix.RWF_NOWAIT
 			n, _, e = unix.RawSyscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p)))
 		} else {
 			n, _, e = unix.Syscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p)))
