@@ -277,3 +277,34 @@ func TestResizeSplitAcrossMessages(t *testing.T) {
 	}
 	n.waitIdle(10 * time.Second)
 }
+
+// TestProtocolErrorNeverSuccess: the outside probe's sequence (a message
+// on an unknown channel, then stdin, then the close signal) to cat is
+// answered BadRequest every time, on both routes: the node's translator
+// and, direct, the runtime-side server. The runtime-side server closed the
+// process's stdin before it wrote its status: cat exited 0 on the clean
+// EOF, and its Success won in 1 to 25 runs of 1,000.
+func TestProtocolErrorNeverSuccess(t *testing.T) {
+	for _, route := range []struct {
+		name string
+		opts []nodeOption
+	}{{"translated", nil}, {"direct", []nodeOption{withWebSocketRuntime()}}} {
+		t.Run(route.name, func(t *testing.T) {
+			n := startNode(t, route.opts...)
+			for i := range 200 {
+				c := n.v5Conn(t, "command=cat&input=1&output=1&error=1")
+				for _, m := range [][]byte{{9, 'x'}, append([]byte{0}, "ping\n"...), {255, 0}} {
+					if c.WriteMessage(websocket.BinaryMessage, m) != nil {
+						break // the node may have closed already
+					}
+				}
+				st, _, out := readUntilClose(t, c)
+				c.Close()
+				if st == nil || st.Reason != metav1.StatusReasonBadRequest || !strings.Contains(st.Message, "unknown client channel 9") {
+					t.Fatalf("run %d: status %+v, stdout %q; want BadRequest for channel 9", i, st, out)
+				}
+			}
+			n.waitIdle(10 * time.Second)
+		})
+	}
+}

@@ -1,11 +1,13 @@
 package streaming
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +47,7 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	if err != nil {
 		return // the upgrader answered
 	}
-	defer s.track()()
+	defer s.config.Metrics.session(kind)()
 	wc := wire.NewConn(ws, &s.config.Limits)
 	defer wc.Shutdown()
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -99,17 +101,12 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 	if resize != nil {
 		close(resize) // only readV5 sends on it
 	}
-	if stdin != nil {
-		if rerr == nil || wire.PeerClosed(rerr) {
-			stdin.Close()
-		} else {
-			stdin.CloseWithError(rerr)
-		}
-	}
 	if !wc.Closed() {
 		// The client ended first: it closed, vanished or broke the
-		// protocol. The process goes with its session, as with
-		// cri-streaming.
+		// protocol. Its answer is settled here, before the process can
+		// learn anything of it: a process that saw its stdin end would
+		// exit, and the runtime's status (Success, say) would win the
+		// race to CloseWith.
 		var pe *wire.ProtocolError
 		switch {
 		case errors.As(rerr, &pe):
@@ -120,13 +117,27 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 		default:
 			logger.V(3).Info("Client ended the session before the process did", "err", rerr)
 		}
-		// Nobody is left to read a status: the connection goes now, the
-		// process through the context, and the runtime's goroutine ends
-		// when its call returns.
+		// Nobody is left to read a status: the connection goes now.
 		wc.Shutdown()
 	}
+	// The process goes with its session, as with cri-streaming: killed
+	// through the context first, its stdin closed only once the runtime's
+	// call returned. Closed first, a runtime would hand the process a clean
+	// EOF for input that was cut off, and it would take it as complete. The
+	// wait is bounded: a runtime may hold its call open until its stdin
+	// copy ends.
 	cancel()
-	st := <-done
+	var st *metav1.Status
+	if stdin != nil {
+		select {
+		case st = <-done:
+		case <-time.After(s.config.Limits.CloseGrace):
+		}
+		stdin.CloseWithError(cmp.Or(rerr, io.ErrUnexpectedEOF))
+	}
+	if st == nil {
+		st = <-done
+	}
 	logger.V(3).Info("Session ended", "status", st.Status, "reason", st.Reason)
 }
 

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -190,8 +189,6 @@ type server struct {
 	// http.Server forgets hijacked connections.
 	ctx  context.Context
 	stop context.CancelFunc
-
-	active atomic.Int64 // natively served sessions open
 }
 
 func without(list []string, drop string) []string {
@@ -294,11 +291,6 @@ func (s *server) Stop() error {
 }
 
 // track counts a natively served session until the returned func is called.
-func (s *server) track() func() {
-	s.active.Add(1)
-	return func() { s.active.Add(-1) }
-}
-
 // offers reports whether r is a WebSocket upgrade offering protocol.
 func offers(r *http.Request, protocol string) bool {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {

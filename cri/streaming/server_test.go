@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -60,6 +61,10 @@ func TestMain(m *testing.M) {
 type fakeRuntime struct {
 	mu      sync.Mutex
 	stdinAt []string // what "cat" read, per session, when its stdin ended
+	// cleanEOFs counts "eof-cat" processes that saw their stdin end while
+	// their session's context was live (a runtime turns any end of the
+	// stdin it copies into the process's EOF).
+	cleanEOFs int
 	echo    string   // PortForward's target
 }
 
@@ -68,6 +73,23 @@ func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Re
 	case "cat": // stdin to stdout until EOF, then exit 0: half-closed stdin
 		_, err := io.Copy(out, in)
 		return err
+	case "eof-cat": // cat as a real runtime runs it: any end of stdin is EOF, exit 0
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			_, _ = io.Copy(out, in)
+		}()
+		select {
+		case <-copied:
+			if ctx.Err() == nil {
+				f.mu.Lock()
+				f.cleanEOFs++
+				f.mu.Unlock()
+				return nil
+			}
+		case <-ctx.Done(): // killed: the copy ends when the server closes stdin
+		}
+		return utilexec.CodeExitError{Err: errors.New("killed"), Code: 137}
 	case "exit":
 		n, _ := strconv.Atoi(cmd[1])
 		fmt.Fprintf(out, "bye\n")
@@ -131,6 +153,7 @@ type testServer struct {
 	Server
 	url  string
 	m    *Metrics
+	rt   *fakeRuntime
 	stop func()
 }
 
@@ -150,7 +173,8 @@ func startServer(t *testing.T, mod func(*Config), useTLS bool) *testServer {
 	if mod != nil {
 		mod(&cfg)
 	}
-	srv, err := NewServer(cfg, &fakeRuntime{echo: echo})
+	rt := &fakeRuntime{echo: echo}
+	srv, err := NewServer(cfg, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +186,7 @@ func startServer(t *testing.T, mod func(*Config), useTLS bool) *testServer {
 		hs.Start()
 	}
 	cfg.BaseURL.Host = hs.Listener.Addr().String()
-	ts := &testServer{Server: srv, url: hs.URL, m: m}
+	ts := &testServer{Server: srv, url: hs.URL, m: m, rt: rt}
 	ts.stop = func() { _ = srv.Stop(); hs.Close() }
 	t.Cleanup(ts.stop)
 	return ts
@@ -196,6 +220,25 @@ func (ts *testServer) execURL(t *testing.T, tty, stdin, stderr bool, cmd ...stri
 		t.Fatal(err)
 	}
 	return resp.Url
+}
+
+// open is the number of natively served sessions open now, every kind.
+func (ts *testServer) open() float64 {
+	n := 0.0
+	for _, kind := range []string{"exec", "attach", "portforward"} {
+		n += testutil.ToFloat64(ts.m.open.WithLabelValues(kind))
+	}
+	return n
+}
+
+// waitIdle waits until no natively served session is open.
+func waitIdle(t *testing.T, ts *testServer) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ts.open() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v sessions still open", ts.open())
+		}
+	}
 }
 
 func (ts *testServer) requests(kind, protocol string) float64 {
@@ -448,18 +491,7 @@ func TestClientLeaves(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("client did not end")
 	}
-	srv := ts.Server.(*server)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := srv.active.Load()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions still open after the client left", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitIdle(t, ts)
 }
 
 // TestV5OverTLS: a runtime serving its URLs over TLS (containerd's
@@ -487,8 +519,7 @@ func TestStopEndsSessions(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	go func() { done <- run(t, "v5", u, pr, false, nil) }()
-	srv := ts.Server.(*server)
-	for deadline := time.Now().Add(10 * time.Second); srv.active.Load() == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ts.open() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the session never started")
 		}
@@ -501,5 +532,51 @@ func TestStopEndsSessions(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the session outlived Stop")
+	}
+}
+
+// TestProtocolErrorIsNeverSuccess: a client that breaks v5 (a message on
+// an unknown channel) while a process reads its stdin gets BadRequest, and
+// the process never sees a clean EOF for the input that was cut off: it is
+// killed first. Before, stdin was closed first: cat exited 0 and its
+// Success could win the race to the status (1 to 25 in 1,000 here), and
+// the fake counts every clean EOF whether or not the race is lost.
+func TestProtocolErrorIsNeverSuccess(t *testing.T) {
+	ts := start(t, nil)
+	d := websocket.Dialer{Subprotocols: []string{"v5.channel.k8s.io"}}
+	const runs = 300
+	for i := range runs {
+		// Each URL serves one session.
+		u := strings.Replace(ts.execURL(t, false, true, false, "eof-cat"), "http", "ws", 1)
+		c, _, err := d.Dial(u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range [][]byte{{9, 'x'}, append([]byte{0}, "ping\n"...), {255, 0}} {
+			if err := c.WriteMessage(websocket.BinaryMessage, m); err != nil {
+				break // the server may have closed already
+			}
+		}
+		var status []byte
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, m, err := c.ReadMessage()
+			if err != nil {
+				break
+			}
+			if len(m) > 0 && m[0] == 3 {
+				status = m[1:]
+			}
+		}
+		c.Close()
+		if !bytes.Contains(status, []byte(`"reason":"BadRequest"`)) || !bytes.Contains(status, []byte("unknown client channel 9")) {
+			t.Fatalf("run %d: status %s, want Failure/BadRequest for channel 9", i, status)
+		}
+	}
+	waitIdle(t, ts)
+	ts.rt.mu.Lock()
+	defer ts.rt.mu.Unlock()
+	if ts.rt.cleanEOFs != 0 {
+		t.Fatalf("%d of %d processes read a clean EOF on input the client's protocol error cut off", ts.rt.cleanEOFs, runs)
 	}
 }

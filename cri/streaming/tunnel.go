@@ -60,7 +60,7 @@ func (s *server) serveTunnel(w http.ResponseWriter, r *http.Request, sandbox str
 	if err != nil {
 		return
 	}
-	defer s.track()()
+	defer s.config.Metrics.session("portforward")()
 	s.runTunnel(ws, sandbox, logger)
 }
 
