@@ -65,7 +65,7 @@ type fakeRuntime struct {
 	// their session's context was live (a runtime turns any end of the
 	// stdin it copies into the process's EOF).
 	cleanEOFs int
-	echo    string   // PortForward's target
+	echo      string // PortForward's target
 }
 
 func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
