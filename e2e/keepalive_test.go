@@ -27,22 +27,7 @@ func withTimeouts(ping, pong, idle time.Duration) nodeOption {
 func TestKeepalive(t *testing.T) {
 	n := startNode(t, withTimeouts(100*time.Millisecond, 400*time.Millisecond, 1500*time.Millisecond))
 
-	t.Run("pings reach the client", func(t *testing.T) {
-		c := n.v5Conn(t, url.Values{"command": {"sh", "-c", "sleep 1; echo done"}, "output": {"1"}}.Encode())
-		var pings atomic.Int32
-		c.SetPingHandler(func(data string) error {
-			pings.Add(1)
-			return c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
-		})
-		st, code, out := readUntilClose(t, c)
-		if st == nil || st.Status != "Success" || out != "done\n" || code != websocket.CloseNormalClosure {
-			t.Fatalf("status %+v out %q code %d", st, out, code)
-		}
-		if pings.Load() < 3 {
-			t.Fatalf("client saw %d pings in a second at a 100ms period", pings.Load())
-		}
-	})
-
+	t.Run("pings reach the client", func(t *testing.T) { expectPings(t, n) })
 	t.Run("a silent client is dropped", func(t *testing.T) {
 		marker := fmt.Sprintf("kubestream-silent-%d", time.Now().UnixNano())
 		c := n.v5Conn(t, url.Values{"command": {"sh", "-c", "echo x; cat; : " + marker}, "input": {"1"}, "output": {"1"}}.Encode())
@@ -63,6 +48,37 @@ func TestKeepalive(t *testing.T) {
 			t.Fatalf("idle session closed after %v", d)
 		}
 	})
+	n.waitIdle(10 * time.Second)
+}
+
+// expectPings: a one-second v5 session through n sees the node's pings
+// (a 100ms period) and ends with its output and status.
+func expectPings(t *testing.T, n *node) {
+	c := n.v5Conn(t, url.Values{"command": {"sh", "-c", "sleep 1; echo done"}, "output": {"1"}}.Encode())
+	var pings atomic.Int32
+	c.SetPingHandler(func(data string) error {
+		pings.Add(1)
+		return c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	st, code, out := readUntilClose(t, c)
+	if st == nil || st.Status != "Success" || out != "done\n" || code != websocket.CloseNormalClosure {
+		t.Fatalf("status %+v out %q code %d", st, out, code)
+	}
+	if pings.Load() < 3 {
+		t.Fatalf("client saw %d pings in a second at a 100ms period", pings.Load())
+	}
+}
+
+// TestKeepaliveDirect: --websocket-ping-period means the same on the
+// direct route, where the runtime's WebSocket is spliced through (the
+// runtime pings at its own period, far longer here): the node pings
+// between the runtime's frames.
+func TestKeepaliveDirect(t *testing.T) {
+	n := startNode(t, withWebSocketRuntime(), withTimeouts(100*time.Millisecond, 400*time.Millisecond, 10*time.Second))
+	expectPings(t, n)
+	if got := n.requests("exec", "direct"); got != 1 {
+		t.Fatalf("%v exec sessions went direct, want 1", got)
+	}
 	n.waitIdle(10 * time.Second)
 }
 

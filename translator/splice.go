@@ -82,6 +82,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize, cf, &activity) }()
 	}
 	closeBoth := func() { client.Close(); rt.Close() }
+	stopPings := pingClient(client, &cw, cfg)
 	// Ending the session from here (the node shutting down) must not cut
 	// a frame in half, or the client could be told nothing: the reader is
 	// woken, finishes the frame in flight (within CloseGrace) and then
@@ -202,7 +203,14 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			break
 		}
 	}
+	if !midFrame {
+		cw.Lock() // no ping may land inside what is written from here
+		midFrame = true
+	}
+	stopPings()
 	if legacy {
+		cw.Unlock() // the up copier's pongs take it until its end
+		midFrame = false
 		_ = upgrade.CloseWrite(client)
 		_ = rt.Close()
 		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout))
@@ -240,6 +248,53 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	closeBoth()
 	res.Status = f.lastStatus()
 	return res
+}
+
+// pingClient pings the client every cfg.PingPeriod on the node's own
+// behalf, as the translated route does (a WebSocket proxy or load balancer
+// in front judges the connection by them; the runtime's own pings keep its
+// period). A ping goes between the runtime's frames, under cw; one that
+// falls due inside a frame is skipped, not waited for, so a runtime that
+// stalls mid-frame holds no goroutine here. The client's pongs go on to
+// the runtime, which ignores unsolicited pongs (RFC 6455, 5.5.3). stop,
+// called with cw held, ends the pings: none is written after it returns.
+func pingClient(client net.Conn, cw *sync.Mutex, cfg Config) (stop func()) {
+	if cfg.PingPeriod <= 0 {
+		return func() {}
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool // under mu and cw
+		timer   *time.Timer
+	)
+	ping := wire.ServerFrame(nil, websocket.PingMessage, nil)
+	send := func() {
+		if cw.TryLock() {
+			mu.Lock()
+			live := !stopped
+			mu.Unlock()
+			if live {
+				// The down copy moves the deadline on only when it writes.
+				_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+				_, _ = client.Write(ping)
+			}
+			cw.Unlock()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer.Reset(cfg.PingPeriod)
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(cfg.PingPeriod, send)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
 }
 
 // errSessionIdle ends a spliced session the idle timeout stopped.
