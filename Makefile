@@ -12,12 +12,17 @@ run:
 run-containerd:
 	hack/try-containerd.sh
 
+# GUARD runs a stage and fails it, naming the key, if the machine's kernel
+# settings (/proc/sys) differ after it from before (hack/tools/sysctls): the
+# machine is shared, and a kubelet under test would change six of them.
+GUARD = $(GO) run ./hack/tools/sysctls guard --
+
 build:
 	$(GO) build -o bin/kubestream ./cmd/kubestream
 
 ## test: vet, format check, and the conformance suite under the race detector (client-go's real clients against kubestream serve).
 test: lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GUARD) $(GO) test -race -count=1 -timeout 20m ./...
 
 ## test-short: the unit tests alone, in seconds (no e2e, no race detector): the loop while editing.
 test-short:
@@ -34,45 +39,45 @@ fuzz:
 
 ## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
 test-containerd:
-	hack/containerd-e2e.sh
+	$(GUARD) hack/containerd-e2e.sh
 
 ## test-critest: critest v1.37.0's streaming cases over WebSockets against containerd with kubestream's runtime-side server (and stock, which refuses them).
 test-critest:
-	hack/critest.sh
+	$(GUARD) hack/critest.sh
 
 ## test-apiserver: kubectl through a real kube-apiserver v1.37.2 to kubestream (builds them once, see hack/kube.sh).
 test-apiserver:
-	hack/apiserver-e2e.sh
+	$(GUARD) hack/apiserver-e2e.sh
 
 ## test-kubelet: kubectl through kube-apiserver to the upstream kubelet v1.37.2 with kubestream linked in, on containerd 2.4.
 test-kubelet:
-	hack/kubelet-e2e.sh
+	$(GUARD) hack/kubelet-e2e.sh
 
 ## test-kubelet-skew: the same through the upstream kubelets v1.36.3 and v1.35.4 with kubestream linked in (one and two minors behind the v1.37.2 control plane).
 test-kubelet-skew:
-	KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
-	KUBESTREAM_KUBELET_VERSION=v1.35.4 hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_VERSION=v1.36.3 $(GUARD) hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_VERSION=v1.35.4 $(GUARD) hack/kubelet-e2e.sh
 
 ## test-kubelet-stock: the stock kubelets v1.37.2, v1.36.3 and v1.35.4 (the same source, no kubestream) behind the same apiserver, for comparison.
 test-kubelet-stock:
-	KUBESTREAM_KUBELET_STOCK=1 hack/kubelet-e2e.sh
-	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.36.3 hack/kubelet-e2e.sh
-	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.35.4 hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_STOCK=1 $(GUARD) hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.36.3 $(GUARD) hack/kubelet-e2e.sh
+	KUBESTREAM_KUBELET_STOCK=1 KUBESTREAM_KUBELET_VERSION=v1.35.4 $(GUARD) hack/kubelet-e2e.sh
 
 ## test-chain: the same, on containerd v2.4.2 with kubestream's runtime-side server: WebSocket on every leg, no SPDY.
 test-chain:
-	hack/kubelet-e2e.sh 2.4-ws
+	$(GUARD) hack/kubelet-e2e.sh 2.4-ws
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.
 bench-node:
-	KUBESTREAM_TEST_VERBOSE=1 hack/kubelet-e2e.sh bench
+	KUBESTREAM_TEST_VERBOSE=1 $(GUARD) hack/kubelet-e2e.sh bench
 
 ## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
 ## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.
 BENCHFLAGS ?=
 bench:
-	hack/bench.sh $(BENCHFLAGS)
+	$(GUARD) hack/bench.sh $(BENCHFLAGS)
 
 lint:
 	$(GO) vet ./...

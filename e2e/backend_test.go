@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/internal/crifixture"
+	"github.com/kubestream/kubestream/refruntime/crifixture"
 	"github.com/kubestream/kubestream/refruntime"
 )
 

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,10 +47,11 @@ type controlPlane struct {
 }
 
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
+	name    string
+	cmd     *exec.Cmd
+	log     string
+	done    chan error
+	stopped bool // stopProcess ran
 }
 
 // kubeBin is where hack/kube.sh put kube-apiserver, kubectl and etcd.
@@ -164,14 +166,21 @@ current-context: e2e
 	return cp
 }
 
-func (cp *controlPlane) start(name string, args ...string) {
+func (cp *controlPlane) start(name string, args ...string) *process {
+	return cp.startIn(nil, name, args...)
+}
+
+// startIn starts the binary name through the command prefix (which execs
+// it in the end, so the process is the binary's).
+func (cp *controlPlane) startIn(prefix []string, name string, args ...string) *process {
 	cp.t.Helper()
 	p := &process{name: name, log: filepath.Join(cp.dir, name+".log"), done: make(chan error, 1)}
 	f, err := os.Create(p.log)
 	if err != nil {
 		cp.t.Fatal(err)
 	}
-	p.cmd = exec.Command(filepath.Join(cp.bin, name), args...)
+	argv := append(append(slices.Clone(prefix), filepath.Join(cp.bin, name)), args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
@@ -179,25 +188,34 @@ func (cp *controlPlane) start(name string, args ...string) {
 	}
 	go func() { p.done <- p.cmd.Wait(); f.Close() }()
 	cp.procs = append(cp.procs, p)
+	return p
 }
 
 // stop ends the processes newest first; their logs are shown when the test
 // failed.
 func (cp *controlPlane) stop() {
 	for i := len(cp.procs) - 1; i >= 0; i-- {
-		p := cp.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if cp.t.Failed() {
-			cp.showLog(p)
-		}
+		cp.stopProcess(cp.procs[i])
 	}
 	cp.procs = nil
+}
+
+// stopProcess ends p (SIGTERM, then SIGKILL after 20 s), once.
+func (cp *controlPlane) stopProcess(p *process) {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	if cp.t.Failed() {
+		cp.showLog(p)
+	}
 }
 
 func (cp *controlPlane) showLog(p *process) {

@@ -24,7 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kubestream/kubestream/internal/pki"
+	"github.com/kubestream/kubestream/internal/sysctls"
 )
 
 // kubeletMinor is the minor version of the kubelet under test
@@ -361,10 +364,6 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		cp.t.Fatal(err)
 	}
-	// The kubelet bind-mounts its root directory (and pods' volumes) and
-	// leaves the mounts when it stops; the temporary directory needs them
-	// gone. Cleanups run last-in first-out: this one after the kubelet's end.
-	cp.t.Cleanup(func() { unmountUnder(cp.t, dir) })
 	port := freePort(cp.t)
 	featureGates := map[string]bool{"KubeletInUserNamespace": true}
 	if kubestream && kubeletMinor(cp.t) == 35 {
@@ -414,7 +413,7 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	args := []string{"--config", cfgFile, "--kubeconfig", kc,
 		"--root-dir", filepath.Join(dir, "root"), "--hostname-override", nodeName, "--node-ip", ip.String(), "--v=2"}
 	if !kubestream {
-		cp.start(binary, args...)
+		cp.startKubeletProcess(dir, binary, args)
 		return port
 	}
 	// What the kubelet has no field for comes from kubestream's own file.
@@ -428,8 +427,88 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	if err := os.WriteFile(ksFile, []byte(ks), 0o600); err != nil {
 		cp.t.Fatal(err)
 	}
-	cp.start(binary, append(args, "--kubestream-config", ksFile)...)
+	cp.startKubeletProcess(dir, binary, append(args, "--kubestream-config", ksFile))
 	return port
+}
+
+// kubeletTunables are the kernel settings the kubelet's container manager
+// sets when they differ (setupKernelTunables in
+// pkg/kubelet/cm/container_manager_linux.go, the same six in v1.35.4,
+// v1.36.3 and v1.37.2), with the values it wants. None is namespaced: a
+// network namespace leaves them the host's.
+var kubeletTunables = map[string]string{
+	"vm/overcommit_memory":      "1",
+	"vm/panic_on_oom":           "0",
+	"kernel/panic":              "10",
+	"kernel/panic_on_oops":      "1",
+	"kernel/keys/root_maxkeys":  "1000000",
+	"kernel/keys/root_maxbytes": "25000000",
+}
+
+// startKubeletProcess runs the kubelet in a mount namespace of its own in
+// which node-local files holding kubeletTunables' values cover those
+// entries of /proc/sys: the kubelet finds them as it wants them and writes
+// nothing to the host's kernel (with them uncovered it set five of the six
+// on this machine, kernel.panic_on_oops among them). /proc is made private
+// there first, so that on a host whose mounts are shared (systemd's) the
+// covers stay in that namespace. The kubelet's directory is made a shared
+// mount out here first, so the volumes the kubelet mounts under its root
+// directory reach containerd, which runs in this namespace. The cleanup
+// stops the kubelet, then fails the test naming any kernel setting that
+// differs from before it started, then unmounts what it left.
+func (cp *controlPlane) startKubeletProcess(dir, binary string, args []string) {
+	t := cp.t
+	t.Helper()
+	before, err := sysctls.Snapshot(sysctls.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covers := filepath.Join(dir, "sysctl")
+	if err := os.MkdirAll(covers, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mounts := []string{}
+	for key, v := range kubeletTunables {
+		f := filepath.Join(covers, strings.ReplaceAll(key, "/", "."))
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mounts = append(mounts, f, filepath.Join(sysctls.Root, key))
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mounting the kubelet's directory: %v", err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatalf("sharing the kubelet's directory: %v", err)
+	}
+	const script = `set -e
+mount --make-rprivate /proc
+while [ "$1" != -- ]; do mount --bind "$1" "$2"; shift 2; done
+shift
+exec "$@"`
+	prefix := append([]string{"unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c", script, "sh"}, mounts...)
+	p := cp.startIn(append(prefix, "--"), binary, args...)
+	t.Cleanup(func() {
+		cp.stopProcess(p)
+		after, err := sysctls.Snapshot(sysctls.Root)
+		if err != nil {
+			t.Error(err)
+		}
+		// net.* here is this test's network namespace's, the kubelet's to
+		// change; the Makefile's guard, outside it, checks the host's.
+		for k := range before {
+			if strings.HasPrefix(k, "net.") {
+				delete(before, k)
+			}
+		}
+		for _, c := range sysctls.Diff(before, after) {
+			t.Errorf("the kubelet changed the machine's kernel setting %s", c)
+		}
+		// The kubelet bind-mounts its root directory (and pods' volumes)
+		// and leaves the mounts when it stops; the temporary directory
+		// needs them gone.
+		unmountUnder(t, dir)
+	})
 }
 
 // hostIP is the first non-loopback IPv4 address: the node's, on the veth

@@ -1,3 +1,5 @@
+//go:build linux
+
 package recording
 
 import (
@@ -16,22 +18,6 @@ import (
 // its writes that cannot go at once are handed to a kernel thread, a wake
 // per write again.
 
-// iocb is struct iocb of linux/aio_abi.h (little-endian layout).
-type iocb struct {
-	data      uint64 // handed back in the completion: which write it was
-	key       uint32
-	rwFlags   int32
-	opcode    uint16
-	prio      int16
-	fd        uint32
-	buf       uint64 // with iocbCmdPwritev: the iovec array
-	nbytes    uint64 // and its length
-	offset    int64
-	reserved2 uint64
-	flags     uint32
-	resfd     uint32
-}
-
 // ioEvent is struct io_event.
 type ioEvent struct {
 	data uint64
@@ -47,6 +33,7 @@ type aioRing struct {
 	ctx   uintptr
 	depth int
 	evs   []ioEvent
+	iov   []unix.Iovec // the iovec array of the write being submitted
 }
 
 func newAIORing(depth int) (*aioRing, error) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/internal/crifixture"
+	"github.com/kubestream/kubestream/refruntime/crifixture"
 	"github.com/kubestream/kubestream/internal/pki"
 	"github.com/kubestream/kubestream/refruntime"
 )
