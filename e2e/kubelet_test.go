@@ -504,6 +504,11 @@ exec "$@"`
 		for _, c := range sysctls.Diff(before, after) {
 			t.Errorf("the kubelet changed the machine's kernel setting %s", c)
 		}
+		// At --v=2 the kubelet logs each tunable it finds otherwise than
+		// it wants, before it writes it: with the covers, none.
+		if b, err := os.ReadFile(p.log); err != nil || bytes.Contains(b, []byte("Updating kernel flag")) {
+			t.Errorf("the kubelet tried to set a kernel setting (or its log is unreadable: %v); see %s", err, p.log)
+		}
 		// The kubelet bind-mounts its root directory (and pods' volumes)
 		// and leaves the mounts when it stops; the temporary directory
 		// needs them gone.
