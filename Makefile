@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain fuzz bench bench-node lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind-node cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -67,6 +67,10 @@ test-kubelet-stock:
 ## test-chain: the same, on containerd v2.4.2 with kubestream's runtime-side server: WebSocket on every leg, no SPDY.
 test-chain:
 	$(GUARD) hack/kubelet-e2e.sh 2.4-ws
+
+## test-kind-node: the offline kind node image (hack/kind.sh image) booted as this Docker engine allows, without --privileged where it refuses it: systemd, nested containers, and the host's kernel settings untouched.
+test-kind-node:
+	$(GUARD) hack/kind.sh node-test
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.

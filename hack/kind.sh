@@ -8,6 +8,12 @@
 #   hack/kind.sh down     delete the cluster
 #   hack/kind.sh probe    can this Docker engine run kind's nodes? (privileged containers;
 #                         an image of one static program, made with docker import, no pull)
+#   hack/kind.sh image    build the node image offline (a debootstrap bookworm base, systemd,
+#                         containerd v2.4.2 stock and with kubestream's runtime-side server,
+#                         runc and the CNI plugins from Debian, crictl and the kubelet, kubeadm,
+#                         kubectl v1.37.2 built here), cached by its inputs; prints its name
+#   hack/kind.sh node-test  boot one node from it as this engine allows (run_flags) and check
+#                         systemd, a nested container and the host's kernel settings
 # Needs kind and a Docker engine (not on the development machines here).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,7 +63,146 @@ probe() {
 	fi
 }
 
+CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/kind
+# The base file system: Debian's packages a node needs, and nothing else.
+BASE_PACKAGES=systemd,systemd-sysv,dbus,iptables,iproute2,mount,procps,ca-certificates,kmod,util-linux,conntrack,ethtool,socat,ebtables,libseccomp2,runc,containernetworking-plugins
+
+# base prints the path of the node's base file system as a tarball, made
+# with debootstrap once per package list (5-6 minutes, from Debian's mirror).
+base() {
+	local key out tmp
+	key=$(echo "$BASE_PACKAGES" | sha256sum | cut -c1-12)
+	out=$CACHE/base-bookworm-$key.tar
+	if [ ! -s "$out" ]; then
+		command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+		mkdir -p "$CACHE"
+		tmp=$(mktemp -d "$CACHE/base-XXXXXX")
+		echo "kind.sh: debootstrap bookworm (5-6 minutes)" >&2
+		debootstrap --variant=minbase --include="$BASE_PACKAGES" bookworm "$tmp/rootfs" http://deb.debian.org/debian >"$tmp/log" 2>&1 ||
+			{ tail -20 "$tmp/log" >&2; rm -rf "$tmp"; exit 1; }
+		chroot "$tmp/rootfs" apt-get clean
+		# A node's identity is made at its first boot.
+		: >"$tmp/rootfs/etc/machine-id"
+		rm -f "$tmp/rootfs/var/lib/dbus/machine-id"
+		tar -C "$tmp/rootfs" -cf "$out.tmp" . && mv "$out.tmp" "$out"
+		rm -rf "$tmp"
+	fi
+	echo "$out"
+}
+
+# image builds the node image from base and what hack/containerd.sh and
+# hack/kube.sh build, named kubestream-kind-node:KEY, KEY a hash of every
+# input; an image of that name already built is used as it is.
+image() {
+	local b kubebin cbin wsbin crictl key name tmp
+	b=$(base)
+	hack/containerd.sh install >&2
+	hack/containerd.sh install-ws >&2
+	hack/kube.sh install >&2
+	kubebin=$(hack/kube.sh bin)
+	cbin=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/containerd-v2.4.2/bin
+	wsbin=$(ls -d "${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}"/containerd-v2.4.2-kubestream-*/bin | head -1)
+	crictl=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/crictl-v1.37.0/bin/crictl
+	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
+	key=$( { echo "$key"; cat hack/kind/entrypoint hack/kind/files/*; sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$kubebin/kubectl" | cut -c1-64; } | sha256sum | cut -c1-16)
+	name=kubestream-kind-node:$key
+	if docker image inspect "$name" >/dev/null 2>&1; then
+		echo "$name"
+		return
+	fi
+	tmp=$(mktemp -d "$CACHE/image-XXXXXX")
+	mkdir -p "$tmp/root/usr/local/bin" "$tmp/root/etc/containerd" "$tmp/root/etc/systemd/system/multi-user.target.wants"
+	tar -C "$tmp/root" -xf "$b"
+	cp -L "$cbin/containerd" "$tmp/root/usr/local/bin/containerd-stock"
+	cp -L "$wsbin/containerd" "$tmp/root/usr/local/bin/containerd-kubestream"
+	ln -s containerd-stock "$tmp/root/usr/local/bin/containerd"
+	cp -L "$cbin/containerd-shim-runc-v2" "$cbin/ctr" "$crictl" "$kubebin/kubectl" "$tmp/root/usr/local/bin/"
+	install -m 0755 hack/kind/entrypoint "$tmp/root/usr/local/bin/entrypoint"
+	cp hack/kind/files/config.toml "$tmp/root/etc/containerd/config.toml"
+	# The nested test container's image (node-test), made here as the
+	# e2e's are: no registry.
+	mkdir -p "$tmp/root/kind/images"
+	go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out "$tmp/root/kind/images/busybox.tar"
+	cp hack/kind/files/containerd.service "$tmp/root/etc/systemd/system/"
+	ln -s ../containerd.service "$tmp/root/etc/systemd/system/multi-user.target.wants/containerd.service"
+	printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\n' >"$tmp/root/etc/crictl.yaml"
+	tar -C "$tmp/root" -c . | docker import \
+		--change 'ENTRYPOINT ["/usr/local/bin/entrypoint"]' --change 'ENV container=docker' \
+		- "$name" >/dev/null
+	rm -rf "$tmp"
+	echo "$name"
+}
+
+# run_flags prints the docker run flags a node needs on this engine:
+# --privileged where the engine can start such a container, and otherwise
+# every capability the engine's own bounding set holds (kind's nodes are
+# privileged; PROTOCOLS.md, the Docker engine here), with the devices,
+# profiles and cgroup namespace a node needs.
+run_flags() {
+	local pid bnd c i drop=()
+	pid=$(pidof dockerd | cut -d' ' -f1)
+	bnd=$(awk '/CapBnd/ { print $2 }' "/proc/${pid:-1}/status")
+	if [ "$((16#$bnd & 16#1ffffffffff))" = "$((16#1ffffffffff))" ]; then
+		echo --privileged
+		return
+	fi
+	i=0
+	for c in CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE \
+		NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT \
+		SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE \
+		AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ; do
+		[ $(( (16#$bnd >> i) & 1 )) = 1 ] || drop+=(--cap-drop "$c")
+		i=$((i + 1))
+	done
+	echo --cap-add ALL "${drop[@]}" --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+		--cgroupns=private --device-cgroup-rule "'a *:* rwm'" --device /dev/kmsg
+}
+
+# node_test boots one node container from the image on a network of its
+# own (both named, and removed by name) and checks what a node needs before
+# any kubelet: systemd running with no failed unit, containerd running a
+# nested container whose cgroup limit applies and a nested privileged one.
+# `make test-kind-node` runs it under the kernel-settings guard.
+node_test() {
+	local img name=kubestream-kind-nodetest flags state out i
+	img=$(image)
+	eval "flags=($(run_flags))"
+	docker rm -f -v "$name" >/dev/null 2>&1 || true
+	docker network rm "$name" >/dev/null 2>&1 || true
+	trap 'docker rm -f -v '"$name"' >/dev/null 2>&1 || true; docker network rm '"$name"' >/dev/null 2>&1 || true' EXIT
+	docker network create "$name" >/dev/null
+	docker run -d --name "$name" --hostname "$name" --network "$name" "${flags[@]}" \
+		--tmpfs /run --tmpfs /tmp -v /var --stop-signal SIGRTMIN+3 "$img" >/dev/null
+	for i in $(seq 60); do
+		state=$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)
+		case $state in running | degraded) break ;; esac
+		sleep 1
+	done
+	echo "kind.sh: node $name: systemd $state"
+	docker exec "$name" systemctl --failed --no-legend
+	[ "$state" = running ] || { docker logs "$name" 2>&1 | tail -20; exit 1; }
+	# The kubelet's tunables read as it wants them inside, from covers in
+	# the node's own mount namespace; the host's stay as they are (the
+	# guard around this test checks every one).
+	out=$(docker exec "$name" cat /proc/sys/vm/overcommit_memory /proc/sys/kernel/panic_on_oops | tr '\n' ' ')
+	echo "kind.sh: node's vm.overcommit_memory, kernel.panic_on_oops: $out(host: $(cat /proc/sys/vm/overcommit_memory /proc/sys/kernel/panic_on_oops | tr '\n' ' '))"
+	[ "$out" = "1 1 " ] || exit 1
+	for i in $(seq 30); do docker exec "$name" ctr version >/dev/null 2>&1 && break; sleep 1; done
+	docker exec "$name" ctr -n k8s.io images import /kind/images/busybox.tar >/dev/null
+	docker exec "$name" ctr -n k8s.io run -d --memory-limit 67108864 docker.io/kubestream/busybox:e2e nested sleep 60 2>/dev/null
+	out=$(docker exec "$name" cat /sys/fs/cgroup/memory/k8s.io/nested/memory.limit_in_bytes)
+	docker exec "$name" ctr -n k8s.io task kill -s KILL nested
+	echo "kind.sh: nested container: memory limit $out"
+	[ "$out" = 67108864 ] || exit 1
+	out=$(docker exec "$name" ctr -n k8s.io run --rm --privileged docker.io/kubestream/busybox:e2e nested-privileged \
+		sh -c "ip link add kstest0 type veth peer name kstest1 && echo created" 2>/dev/null)
+	echo "kind.sh: nested privileged container: ${out:-refused}"
+	[ "$out" = created ]
+}
+
 case "${1:-}" in
+image) image ;;
+node-test) node_test ;;
 render) render ;;
 probe) probe ;;
 up)

@@ -36,10 +36,11 @@ func Snapshot(root string) (map[string]string, error) {
 		if err != nil || info.Mode().Perm()&0o200 == 0 {
 			return nil
 		}
-		key := strings.ReplaceAll(strings.TrimPrefix(path, root+"/"), "/", ".")
-		if volatile[key] {
+		rel := strings.TrimPrefix(path, root+"/")
+		if volatile[rel] || perInterface(rel) {
 			return nil
 		}
+		key := strings.ReplaceAll(rel, "/", ".")
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil // write-only (vm.drop_caches) or refused
@@ -52,12 +53,22 @@ func Snapshot(root string) (map[string]string, error) {
 
 // volatile are writable entries the kernel moves by itself.
 var volatile = map[string]bool{
-	"kernel.ns_last_pid": true, // the last PID handed out
-	"kernel.tainted":     true, // set by the kernel on a warning or module load
+	"kernel/ns_last_pid": true, // the last PID handed out
+	"kernel/tainted":     true, // set by the kernel on a warning or module load
 	// lowered by the kernel when perf's sampling interrupts take too long
 	// (make bench-node runs perf)
-	"kernel.perf_event_max_sample_rate": true,
-	"kernel.perf_cpu_time_max_percent":  true,
+	"kernel/perf_event_max_sample_rate": true,
+	"kernel/perf_cpu_time_max_percent":  true,
+}
+
+// perInterface reports whether rel is one network interface's entry
+// (net/ipv4/conf/eth0/..., net/ipv6/neigh/eth0/...): they follow the
+// interface (a bridge's MTU moves when a container's link joins it), and
+// the machine-wide settings are the "all" and "default" entries beside
+// them.
+func perInterface(rel string) bool {
+	f := strings.Split(rel, "/")
+	return len(f) > 4 && f[0] == "net" && (f[2] == "conf" || f[2] == "neigh") && f[3] != "all" && f[3] != "default"
 }
 
 // Diff lists the keys present in both snapshots whose values differ, as

@@ -23,11 +23,13 @@ func TestSnapshotAndDiff(t *testing.T) {
 	write("kernel/ns_last_pid", "100\n", 0o644) // volatile
 	write("fs/file-nr", "1 0 9\n", 0o444)       // a figure, not a setting
 	write("net/ipv4/ip_local_port_range", "32768\t60999\n", 0o644)
+	write("net/ipv6/conf/docker0/mtu", "1500\n", 0o644) // the interface's
+	write("net/ipv6/conf/all/forwarding", "0\n", 0o644)
 	before, err := Snapshot(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"vm.overcommit_memory": "0", "kernel.panic": "1", "net.ipv4.ip_local_port_range": "32768 60999"}
+	want := map[string]string{"vm.overcommit_memory": "0", "kernel.panic": "1", "net.ipv4.ip_local_port_range": "32768 60999", "net.ipv6.conf.all.forwarding": "0"}
 	if !reflect.DeepEqual(before, want) {
 		t.Fatalf("snapshot %v, want %v", before, want)
 	}
