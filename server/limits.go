@@ -1,9 +1,6 @@
 package server
 
-import (
-	"sync"
-	"syscall"
-)
+import "sync"
 
 // Limits bound concurrent streaming sessions, so that one client cannot
 // take every descriptor on the node (each session holds two: the client's
@@ -15,14 +12,9 @@ type Limits struct {
 	MaxSessionsPerPod int // per pod (namespace/name)
 }
 
-// DescriptorLimit is the process's soft RLIMIT_NOFILE (1024 if unknown).
-func DescriptorLimit() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
-		return 1024
-	}
-	return int(min(rl.Cur, 1<<20))
-}
+// maxDescriptors caps DescriptorLimit: an unlimited RLIMIT_NOFILE would
+// make the default session limit meaningless.
+const maxDescriptors = 1 << 20
 
 // DefaultMaxSessions is the node's session limit when none is set: a
 // quarter of the descriptor limit in sessions (two descriptors each, so
