@@ -91,7 +91,7 @@ func TestAPIServer(t *testing.T) {
 		if joined := joinAudit(t, cp, nodeAudit, since); len(joined) != 6 {
 			t.Errorf("joined %d node sessions, want 6", len(joined))
 		}
-		// What reaches a node (README, Audit log): kubectl's own headers
+		// What reaches a node (docs/audit-and-recordings.md, Audit log): kubectl's own headers
 		// and X-Forwarded-For when the apiserver passes the WebSocket
 		// through; nothing when it translates; never the apiserver's
 		// Audit-ID.

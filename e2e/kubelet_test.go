@@ -368,7 +368,7 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	featureGates := map[string]bool{"KubeletInUserNamespace": true}
 	if kubestream && kubeletMinor(cp.t) == 35 {
 		// v1.35's node declares features only with this alpha gate on;
-		// without it the apiserver translates (README: kubelets of other
+		// without it the apiserver translates (docs/kubelet.md: kubelets of other
 		// versions).
 		featureGates["NodeDeclaredFeatures"] = true
 	}
