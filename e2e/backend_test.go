@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/refruntime/crifixture"
 	"github.com/kubestream/kubestream/refruntime"
+	"github.com/kubestream/kubestream/refruntime/crifixture"
 )
 
 // The suite runs against one of two runtimes: the embedded reference

@@ -11,9 +11,9 @@ import (
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/cri"
-	"github.com/kubestream/kubestream/refruntime/crifixture"
 	"github.com/kubestream/kubestream/internal/pki"
 	"github.com/kubestream/kubestream/refruntime"
+	"github.com/kubestream/kubestream/refruntime/crifixture"
 )
 
 // newDemo is the README's first command: kubestream serve on the embedded
