@@ -203,14 +203,12 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			break
 		}
 	}
-	if !midFrame {
-		cw.Lock() // no ping may land inside what is written from here
-		midFrame = true
-	}
-	stopPings()
 	if legacy {
-		cw.Unlock() // the up copier's pongs take it until its end
-		midFrame = false
+		// Nothing more is written down here, so a ping can no longer
+		// land inside a frame; cw stays the up copier's for its pongs
+		// (one stuck on a client that reads nothing must not hold the
+		// close below).
+		stopPings()
 		_ = upgrade.CloseWrite(client)
 		_ = rt.Close()
 		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout))
@@ -218,6 +216,11 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		closeBoth()
 		return res
 	}
+	if !midFrame {
+		cw.Lock() // no ping may land inside the end frames written below
+		midFrame = true
+	}
+	stopPings()
 	if readErr != nil && !f.sawClose {
 		msg := "session cancelled: the node's streaming server is shutting down"
 		switch {
@@ -256,8 +259,9 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 // period). A ping goes between the runtime's frames, under cw; one that
 // falls due inside a frame is skipped, not waited for, so a runtime that
 // stalls mid-frame holds no goroutine here. The client's pongs go on to
-// the runtime, which ignores unsolicited pongs (RFC 6455, 5.5.3). stop,
-// called with cw held, ends the pings: none is written after it returns.
+// the runtime, which ignores unsolicited pongs (RFC 6455, 5.5.3). stop
+// ends the pings: called with cw held, no ping is written after it
+// returns.
 func pingClient(client net.Conn, cw *sync.Mutex, cfg Config) (stop func()) {
 	if cfg.PingPeriod <= 0 {
 		return func() {}
