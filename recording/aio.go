@@ -26,6 +26,23 @@ type ioEvent struct {
 	res2 int64
 }
 
+// iocb is struct iocb of linux/aio_abi.h.
+type iocb struct {
+	data uint64 // handed back in the completion: which write it was
+	// aio_key and aio_rw_flags, whose order follows the byte order
+	// (rwFlagsAt: iocb_order_*.go)
+	keyAndRWFlags [2]uint32
+	opcode        uint16
+	prio          int16
+	fd            uint32
+	buf           uint64 // with iocbCmdPwritev: the iovec array
+	nbytes        uint64 // and its length
+	offset        int64
+	reserved2     uint64
+	flags         uint32
+	resfd         uint32
+}
+
 const iocbCmdPwritev = 8
 
 // aioRing is one recording's AIO context: at most depth writes in flight.
@@ -61,7 +78,7 @@ func (a *aioRing) pwritev(fd int, iov []unix.Iovec, off int64, id uint64, nowait
 	cb := iocb{data: id, opcode: iocbCmdPwritev, fd: uint32(fd),
 		buf: uint64(uintptr(unsafe.Pointer(&iov[0]))), nbytes: uint64(len(iov)), offset: off}
 	if nowait {
-		cb.rwFlags = unix.RWF_NOWAIT
+		cb.keyAndRWFlags[rwFlagsAt] = unix.RWF_NOWAIT
 	}
 	p := &cb
 	for {
