@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -130,12 +129,7 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	ctx, done := s.sessionContext(ctx)
 	defer done()
 	defer ss.running()()
-	_, err = fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n", upgrade.AcceptKey(key), ss.protocol)
-	if err == nil {
-		err = brw.Flush()
-	}
-	if err != nil {
+	if err := upgrade.SwitchProtocols(brw, upgrade.WebSocketAnswer(key, ss.protocol)); err != nil {
 		rt.Close()
 		client.Close()
 		ss.failed("session")

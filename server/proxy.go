@@ -53,10 +53,8 @@ func (s *Server) relaySPDY(w http.ResponseWriter, r *http.Request, ss *session, 
 	defer done()
 	defer ss.running()()
 	// A write that fails here fails again in the relay, which ends then.
-	_, _ = fmt.Fprintf(bw, "HTTP/1.1 101 Switching Protocols\r\n%s: %s\r\n%s: %s\r\n%s: %s\r\n\r\n",
-		httpstream.HeaderConnection, httpstream.HeaderUpgrade, httpstream.HeaderUpgrade, "SPDY/3.1",
-		httpstream.HeaderProtocolVersion, proto)
-	_ = bw.Flush()
+	_ = upgrade.SwitchProtocols(bw, http.Header{httpstream.HeaderConnection: {httpstream.HeaderUpgrade},
+		httpstream.HeaderUpgrade: {"SPDY/3.1"}, httpstream.HeaderProtocolVersion: {proto}})
 	res := translator.RelaySPDY(sctx, conn, rt, proto, s.cfg.Translator, ss.observer(r))
 	ss.closeRecording(r)
 	ss.carried("spdy-up", res.BytesUp)
@@ -111,13 +109,8 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, r *http.Request, ss *sess
 	sctx, done := s.sessionContext(ctx)
 	defer done()
 	defer ss.running()()
-	head := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + upgrade.AcceptKey(key) + "\r\n"
-	if proto != "" {
-		head += "Sec-WebSocket-Protocol: " + proto + "\r\n"
-	}
 	// A write that fails here fails again in the splice, which ends then.
-	_, _ = bw.WriteString(head + "\r\n")
-	_ = bw.Flush()
+	_ = upgrade.SwitchProtocols(bw, upgrade.WebSocketAnswer(key, proto))
 	res := translator.Splice(sctx, client, rt, proto, s.cfg.Translator, ss.observer(r))
 	ss.closeRecording(r)
 	ss.carried("websocket-up", res.BytesUp)

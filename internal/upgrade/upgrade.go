@@ -234,3 +234,25 @@ func AcceptKey(key string) string {
 	h := sha1.Sum([]byte(key + websocketGUID))
 	return base64.StdEncoding.EncodeToString(h[:])
 }
+
+// SwitchProtocols writes the node's own 101 Switching Protocols, with h's
+// fields as they are keyed (a nil value leaves a field out), to w and
+// flushes it: the one writer of the 101 for every route that carries a
+// hijacked connection itself (gorilla's Upgrader writes the translated
+// routes').
+func SwitchProtocols(w *bufio.Writer, h http.Header) error {
+	_, _ = w.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	_ = h.Write(w) // a bufio.Writer keeps its first error for Flush
+	_, _ = w.WriteString("\r\n")
+	return w.Flush()
+}
+
+// WebSocketAnswer is the 101's fields for a WebSocket handshake with the
+// client's key, agreeing to protocol ("" agrees to none).
+func WebSocketAnswer(key, protocol string) http.Header {
+	h := http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}, "Sec-WebSocket-Accept": {AcceptKey(key)}}
+	if protocol != "" {
+		h["Sec-WebSocket-Protocol"] = []string{protocol}
+	}
+	return h
+}
