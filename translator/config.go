@@ -9,12 +9,8 @@ import (
 // Config holds the session limits. The zero value is not useful; start from
 // DefaultConfig.
 type Config struct {
-	// Limits are the client connection's: IdleTimeout (the kubelet's
-	// --streaming-connection-idle-timeout, 4h), PingPeriod and PongTimeout
-	// (for remotecommand the runtime is pinged at PingPeriod too),
-	// WriteTimeout (upstream writes the status with a 10s deadline),
-	// CloseGrace and MaxMessageSize (a larger client message ends the
-	// session with close code 1009).
+	// Limits are the client connection's (for remotecommand the runtime
+	// is pinged at PingPeriod too).
 	wire.Limits
 	// StreamCreationTimeout bounds dialing the runtime and creating the SPDY
 	// streams (the kubelet's 30s).
@@ -24,18 +20,11 @@ type Config struct {
 	BufferSize int
 }
 
-// DefaultConfig mirrors the kubelet's streaming defaults.
+// DefaultConfig mirrors the kubelet's streaming defaults (wire.DefaultLimits).
 func DefaultConfig() Config {
 	return Config{
-		Limits: wire.Limits{
-			IdleTimeout:    4 * time.Hour,
-			PingPeriod:     30 * time.Second,
-			PongTimeout:    60 * time.Second,
-			WriteTimeout:   10 * time.Second,
-			CloseGrace:     5 * time.Second,
-			MaxMessageSize: 1 << 20,
-		},
+		Limits:                wire.DefaultLimits,
 		StreamCreationTimeout: 30 * time.Second,
-		BufferSize:            32 * 1024,
+		BufferSize:            wire.DefaultBufferSize,
 	}
 }

@@ -106,15 +106,9 @@ func FromCRIStreaming(c upstream.Config) Config {
 	}
 }
 
-// DefaultLimits are the kubelet's: a ping every 30 s, a peer silent for 90 s
-// is gone, 10 s per write, 5 s for the peer's close reply, 1 MiB messages.
-var DefaultLimits = wire.Limits{
-	PingPeriod:     30 * time.Second,
-	PongTimeout:    60 * time.Second,
-	WriteTimeout:   10 * time.Second,
-	CloseGrace:     5 * time.Second,
-	MaxMessageSize: 1 << 20,
-}
+// DefaultLimits are the kubelet's (wire.DefaultLimits; the idle timeout is
+// Config.StreamIdleTimeout).
+var DefaultLimits = wire.DefaultLimits
 
 // NewServer returns a Server for runtime, as cri-streaming's NewServer does.
 func NewServer(config Config, runtime Runtime) (Server, error) {
@@ -125,22 +119,10 @@ func NewServer(config Config, runtime Runtime) (Server, error) {
 		}
 	}
 	if config.BufferSize <= 0 {
-		config.BufferSize = 32 * 1024
+		config.BufferSize = wire.DefaultBufferSize
 	}
-	l := &config.Limits
-	d := DefaultLimits
-	for _, f := range []struct {
-		v *time.Duration
-		d time.Duration
-	}{{&l.PingPeriod, d.PingPeriod}, {&l.PongTimeout, d.PongTimeout}, {&l.WriteTimeout, d.WriteTimeout}, {&l.CloseGrace, d.CloseGrace}} {
-		if *f.v <= 0 {
-			*f.v = f.d
-		}
-	}
-	if l.MaxMessageSize <= 0 {
-		l.MaxMessageSize = d.MaxMessageSize
-	}
-	l.IdleTimeout = config.StreamIdleTimeout
+	config.Limits = config.Limits.WithDefaults()
+	config.Limits.IdleTimeout = config.StreamIdleTimeout
 	s := &server{
 		config:  config,
 		runtime: runtime,

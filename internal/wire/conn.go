@@ -34,6 +34,42 @@ type Limits struct {
 	MaxMessageSize int
 }
 
+// DefaultLimits are the kubelet's streaming defaults, the one place both
+// ends take them from: no idle end before 4 h (its
+// --streaming-connection-idle-timeout), a ping every 30 s, a peer silent
+// for 90 s gone, 10 s per write (upstream writes the status with a 10 s
+// deadline), 5 s for the peer's close reply, 1 MiB messages.
+var DefaultLimits = Limits{
+	IdleTimeout:    4 * time.Hour,
+	PingPeriod:     30 * time.Second,
+	PongTimeout:    60 * time.Second,
+	WriteTimeout:   10 * time.Second,
+	CloseGrace:     5 * time.Second,
+	MaxMessageSize: 1 << 20,
+}
+
+// DefaultBufferSize is a copy buffer's size: with MaxMessageSize it bounds
+// a session's memory.
+const DefaultBufferSize = 32 << 10
+
+// WithDefaults is l with each zero field (IdleTimeout aside: 0 is never)
+// taken from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	for _, f := range []struct{ v, d *time.Duration }{
+		{&l.PingPeriod, &d.PingPeriod}, {&l.PongTimeout, &d.PongTimeout},
+		{&l.WriteTimeout, &d.WriteTimeout}, {&l.CloseGrace, &d.CloseGrace},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if l.MaxMessageSize <= 0 {
+		l.MaxMessageSize = d.MaxMessageSize
+	}
+	return l
+}
+
 // ErrSessionClosed is returned by writes after the session sent its close frame.
 var ErrSessionClosed = errors.New("websocket session already closed")
 
