@@ -42,7 +42,7 @@ func benchSession(b testing.TB, wsc net.Conn, rtConn net.Conn) *rcSession {
 	cfg := DefaultConfig()
 	cfg.BufferSize = benchPayload
 	s := &rcSession{cfg: &cfg, wc: wire.NewConn(serverWS(b, wsc), &cfg.Limits), rt: newSPDYConn(rtConn),
-		stdinID: 3, stdoutID: 5, stdinOpen: true, writing: true, open: map[uint32]bool{5: true}}
+		stdinID: 3, stdoutID: 5, writing: true, open: map[uint32]bool{5: true}}
 	return s
 }
 
@@ -54,16 +54,15 @@ func BenchmarkFrameIn(b *testing.B) {
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()
+	in := wire.NewV5Reader(s.wc, true, false)
 	for i := 0; i < b.N; i++ {
-		_, r, err := s.wc.NextReader()
+		m, err := in.Next()
 		if err != nil {
 			b.Fatal(err)
 		}
-		bp := wire.GetBuf(spdy.HeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
-		if err := s.handleMessage(r, *bp); err != nil {
+		if err := s.carry(m); err != nil {
 			b.Fatal(err)
 		}
-		wire.PutBuf(bp)
 	}
 }
 

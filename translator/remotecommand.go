@@ -54,8 +54,6 @@ type Result struct {
 // ProtocolError is a client's breach of the v5 protocol.
 type ProtocolError = wire.ProtocolError
 
-var protoErrf = wire.ProtocolErrorf
-
 // DialFunc opens a new upgraded connection to the runtime offering protocols
 // and returns it with the protocol the runtime chose. CRI streaming URLs are
 // single-use, so each call must come with a fresh URL.
@@ -79,11 +77,9 @@ type rcSession struct {
 	// when none of error, stdout and stderr is.
 	open map[uint32]bool
 
-	bytes     [5]atomic.Uint64
-	resizes   wire.ResizeStream // channel 4 (read loop only)
-	stdinOpen bool
-	writing   bool   // the client still takes output (pump goroutine only)
-	status    []byte // what the runtime wrote on the error stream
+	bytes   [5]atomic.Uint64
+	writing bool   // the client still takes output (pump goroutine only)
+	status  []byte // what the runtime wrote on the error stream
 }
 
 // ServeRemoteCommand translates one v5 session: ws is the client's upgraded
@@ -248,7 +244,6 @@ func (s *rcSession) createStreams() error {
 			s.open[id] = true
 		}
 	}
-	s.stdinOpen = s.stdinID != 0
 	for len(pending) > 0 {
 		f, err := s.rt.next()
 		if err != nil {
@@ -390,60 +385,41 @@ func (s *rcSession) readStatus(n int) error {
 	return s.rt.discard(n - max(keep, 0))
 }
 
-// readLoop carries client frames to the runtime until the client closes,
-// the connection breaks or the client breaks the protocol.
+// readLoop carries the client's messages (wire.V5Reader decides what each
+// asks) to the runtime until the client's side ends or breaks v5.
 func (s *rcSession) readLoop() error {
+	in := wire.NewV5Reader(s.wc, s.stdinID != 0, s.resizeID != 0)
 	for {
-		mt, r, err := s.wc.NextReader()
+		m, err := in.Next()
 		if err != nil {
 			return err
 		}
-		if mt != websocket.BinaryMessage {
-			return protoErrf("text message; v5 carries binary messages only")
-		}
-		// Room for a SPDY data frame header in front of the payload, so
-		// client bytes go to the runtime without a copy, and spare room
-		// behind a full message for the reader to read on into the next
-		// frame's header (one read syscall per message, not two).
-		bp := wire.GetBuf(spdy.HeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
-		err = s.handleMessage(r, *bp)
-		wire.PutBuf(bp)
-		if err != nil {
+		if err := s.carry(m); err != nil {
 			return err
 		}
 	}
 }
 
-// handleMessage carries one client message to the runtime.
-func (s *rcSession) handleMessage(r io.Reader, buf []byte) error {
-	n, err := io.ReadFull(r, buf[:1])
-	if n == 0 {
-		if err == io.EOF {
-			return nil // an empty message carries nothing
+// carry hands one client message to the runtime.
+func (s *rcSession) carry(m wire.V5Message) error {
+	switch {
+	case m.Stdin != nil:
+		// Room for a SPDY data frame header in front of the payload, so
+		// client bytes go to the runtime without a copy, and spare room
+		// behind a full message for the reader to read on into the next
+		// frame's header (one read syscall per message, not two).
+		bp := wire.GetBuf(spdy.HeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
+		defer wire.PutBuf(bp)
+		return s.copyIn(m.Stdin, s.stdinID, *bp, ChanStdin)
+	case m.CloseStdin:
+		// A SPDY FIN: the runtime's process sees EOF on stdin.
+		if err := s.rt.finish(s.stdinID); err != nil {
+			s.logger.V(4).Info("Half-closing runtime stdin", "err", err)
 		}
-		return err
-	}
-	switch ch := buf[0]; ch {
-	case ChanStdin:
-		if !s.stdinOpen {
-			return protoErrf("data on stdin, which is not open")
-		}
-		if err := s.copyIn(r, s.stdinID, buf, ch); err != nil {
-			return err
-		}
-	case ChanResize:
-		if s.resizeID == 0 {
-			return protoErrf("resize without a tty")
-		}
-		if err := s.resize(r, buf); err != nil {
-			return err
-		}
-	case chanClose:
-		if err := s.closeChannel(r, buf); err != nil {
-			return err
-		}
+	case m.CloseResize:
+		_ = s.rt.finish(s.resizeID)
 	default:
-		return protoErrf("unknown client channel %d", ch)
+		s.resize(m.Sizes, m.ResizeBytes)
 	}
 	return nil
 }
@@ -481,58 +457,18 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 	}
 }
 
-func (s *rcSession) resize(r io.Reader, buf []byte) error {
-	payload := buf[spdy.HeaderLen:]
-	n, err := io.ReadFull(r, payload)
-	if err != io.ErrUnexpectedEOF && err != io.EOF {
-		if err == nil {
-			return protoErrf("resize message larger than %d bytes", len(payload))
-		}
-		return err
-	}
+// resize hands each size a client's resize message completed to the
+// runtime's resize stream.
+func (s *rcSession) resize(sizes []wire.TerminalSize, n int) {
 	s.bytes[ChanResize].Add(uint64(n))
-	sizes, err := s.resizes.Feed(payload[:n])
-	if err != nil {
-		return err
-	}
 	for _, size := range sizes {
 		if s.obs != nil {
 			s.obs.Resize(size.Width, size.Height)
 		}
 		out, _ := json.Marshal(size)
-		frame := append(buf[:spdy.HeaderLen], out...)
+		frame := append(make([]byte, spdy.HeaderLen, spdy.HeaderLen+len(out)), out...)
 		if err := s.rt.writeData(s.resizeID, frame, false); err != nil {
 			s.logger.V(4).Info("Runtime refused resize", "err", err)
 		}
 	}
-	return nil
-}
-
-func (s *rcSession) closeChannel(r io.Reader, buf []byte) error {
-	n, err := io.ReadFull(r, buf[:2])
-	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return err // cut off before its end: not a close signal
-	}
-	if n != 1 {
-		return protoErrf("close signal must be exactly [255, channel]")
-	}
-	switch buf[0] {
-	case ChanStdin:
-		if !s.stdinOpen {
-			return nil // closing twice, or a stdin-less session: harmless
-		}
-		s.stdinOpen = false
-		// A SPDY FIN: the runtime's process sees EOF on stdin.
-		if err := s.rt.finish(s.stdinID); err != nil {
-			s.logger.V(4).Info("Half-closing runtime stdin", "err", err)
-		}
-	case ChanResize:
-		if s.resizeID != 0 {
-			_ = s.rt.finish(s.resizeID)
-			s.resizeID = 0
-		}
-	default:
-		return protoErrf("close signal for channel %d, which a client cannot close", buf[0])
-	}
-	return nil
 }

@@ -145,59 +145,31 @@ func shutdownStatus() *metav1.Status {
 	return wire.InternalError("container runtime streaming server shutting down")
 }
 
-// readV5 reads the client's messages until its close, an error, or the
-// grace after the session's status. stdin and resize are nil when the
-// session has none.
+// readV5 carries the client's messages (wire.V5Reader decides what each
+// asks) to the process until the client's close, an error, or the grace
+// after the session's status. stdin and resize are nil when the session
+// has none.
 func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size int) error {
-	var sizes wire.ResizeStream
-	var ch [1]byte
-	var small [4096]byte // resize and close-signal messages
-	stdinOpen, resizeOpen := stdin != nil, resize != nil
+	in := wire.NewV5Reader(wc, stdin != nil, resize != nil)
 	for {
-		mt, r, err := wc.NextReader()
+		m, err := in.Next()
 		if err != nil {
 			return err
 		}
-		if mt != websocket.BinaryMessage {
-			return wire.ProtocolErrorf("text message; v5 carries binary messages only")
-		}
-		if _, err := io.ReadFull(r, ch[:]); err != nil {
-			if err == io.EOF {
-				continue // an empty message says nothing
-			}
-			return err
-		}
-		switch ch[0] {
-		case remotecommand.StreamStdIn:
-			if !stdinOpen {
-				return wire.ProtocolErrorf("data on stdin, which is not open")
-			}
-			if err = copyStdin(stdin, r, size); errors.Is(err, errProcessDone) {
+		switch {
+		case m.Stdin != nil:
+			if err = copyStdin(stdin, m.Stdin, size); errors.Is(err, errProcessDone) {
 				// The process is gone; what is left has no reader.
-				_, err = io.Copy(io.Discard, r)
+				_, err = io.Copy(io.Discard, m.Stdin)
 			}
 			if err != nil {
 				return err
 			}
-		case remotecommand.StreamResize:
-			if resize == nil {
-				return wire.ProtocolErrorf("resize without a tty")
-			}
-			if !resizeOpen {
-				return wire.ProtocolErrorf("resize after the resize channel was closed")
-			}
-			n, err := io.ReadFull(r, small[:])
-			if err == nil {
-				return wire.ProtocolErrorf("resize message larger than %d bytes", len(small))
-			}
-			if err != io.EOF && err != io.ErrUnexpectedEOF {
-				return err
-			}
-			got, err := sizes.Feed(small[:n])
-			if err != nil {
-				return err
-			}
-			for _, sz := range got {
+		case m.CloseStdin:
+			stdin.Close() // the process reads EOF
+		case m.CloseResize:
+		default:
+			for _, sz := range m.Sizes {
 				// Keep the latest size, never block the reader on a
 				// runtime that reads resizes slowly (or not at all).
 				select {
@@ -210,27 +182,6 @@ func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size 
 					resize <- TerminalSize{Width: sz.Width, Height: sz.Height}
 				}
 			}
-		case remotecommand.StreamClose:
-			n, err := io.ReadFull(r, small[:2])
-			if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-				return err // cut off before its end: not a close signal
-			}
-			if n != 1 {
-				return wire.ProtocolErrorf("close signal must be exactly [255, channel]")
-			}
-			switch small[0] {
-			case remotecommand.StreamStdIn:
-				if stdinOpen { // closing twice, or a stdin-less session: harmless
-					stdinOpen = false
-					stdin.Close() // the process reads EOF
-				}
-			case remotecommand.StreamResize:
-				resizeOpen = false
-			default:
-				return wire.ProtocolErrorf("close signal for channel %d, which a client cannot close", small[0])
-			}
-		default:
-			return wire.ProtocolErrorf("unknown client channel %d", ch[0])
 		}
 	}
 }
