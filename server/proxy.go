@@ -82,7 +82,7 @@ func takeOver(w http.ResponseWriter) (net.Conn, *bufio.Writer, error) {
 		return nil, nil, fmt.Errorf("taking over the client connection: %w", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return upgrade.BufferedConn(conn, brw.Reader), brw.Writer, nil
+	return upgrade.Unread(conn, brw.Reader), brw.Writer, nil
 }
 
 // relayWebSocket passes a legacy WebSocket (v4.channel.k8s.io and older, or

@@ -36,7 +36,7 @@
 //
 // Memory per session is bounded: every copy goes through one buffer per
 // direction of Config.BufferSize (borrowed per frame where a session can sit
-// idle, see bufpool.go), a client message is at most Config.MaxMessageSize
+// idle, see wire.GetBuf), a client message is at most Config.MaxMessageSize
 // (larger ends the session with close 1009), a resize object waiting for
 // its end at most 4 KiB, the runtime's status 64 KiB, and nothing queues.
 package translator

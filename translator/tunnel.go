@@ -64,7 +64,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 
 	// Room for a whole data frame as spdystream writes them (32 KiB). Both
 	// buffers are held for the session rather than borrowed per frame
-	// (bufpool.go): each holds a frame's start across reads that block
+	// (wire.GetBuf): each holds a frame's start across reads that block
 	// until the frame's rest arrives.
 	var readErr error
 	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize))

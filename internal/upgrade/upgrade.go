@@ -9,6 +9,7 @@ package upgrade
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"crypto/tls"
@@ -104,54 +105,39 @@ func Dial(ctx context.Context, u *url.URL, tlsConfig *tls.Config, method string,
 		return nil, nil, ctx.Err()
 	}
 	_ = conn.SetDeadline(time.Time{})
-	if br.Buffered() > 0 {
-		// The runtime may already have sent frames behind the 101.
-		return &bufferedConn{Conn: conn, r: br}, resp, nil
-	}
-	return conn, resp, nil
+	// The runtime may already have sent frames behind the 101.
+	return Unread(conn, br), resp, nil
 }
 
-// BufferedConn returns conn reading first what r has buffered: for a
-// hijacked client connection whose reader may hold bytes already.
-func BufferedConn(conn net.Conn, r *bufio.Reader) net.Conn {
+// Unread returns conn with the bytes r has buffered put back in front (a
+// copy: read first, and then conn itself, with no reader between): the one
+// way a connection taken from an HTTP reader (a hijacked client's, a
+// runtime's after its 101) keeps what that reader had already read off it,
+// such as a first frame sent with the handshake.
+func Unread(conn net.Conn, r *bufio.Reader) net.Conn {
 	if r == nil || r.Buffered() == 0 {
 		return conn
 	}
-	return &bufferedConn{Conn: conn, r: r}
+	early, _ := r.Peek(r.Buffered())
+	return &unreadConn{Conn: conn, early: bytes.Clone(early)}
 }
 
-// PrefixConn returns conn reading first a copy of prefix: bytes already
-// taken off conn by a reader being let go.
-func PrefixConn(conn net.Conn, prefix []byte) net.Conn {
-	return &prefixConn{Conn: conn, prefix: append([]byte(nil), prefix...)}
-}
-
-type prefixConn struct {
+type unreadConn struct {
 	net.Conn
-	prefix []byte
+	early []byte
 }
 
-func (c *prefixConn) Read(p []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(p, c.prefix)
-		c.prefix = c.prefix[n:]
+func (c *unreadConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
 		return n, nil
 	}
 	return c.Conn.Read(p)
 }
 
 // CloseWrite half-closes the underlying connection where it can.
-func (c *prefixConn) CloseWrite() error { return CloseWrite(c.Conn) }
-
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// CloseWrite half-closes the underlying connection where it can.
-func (c *bufferedConn) CloseWrite() error { return CloseWrite(c.Conn) }
+func (c *unreadConn) CloseWrite() error { return CloseWrite(c.Conn) }
 
 // CloseWrite half-closes conn (TCP FIN, or TLS close_notify) so the peer
 // reads EOF while its own data can still arrive; it closes conn outright

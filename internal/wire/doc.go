@@ -4,12 +4,13 @@
 // the hand-written reader of a client's frames, a server connection (Conn)
 // that owns a session's writes, keepalive, idle timeout and end (status,
 // close frame, bounded wait for the peer's close), the v5 resize stream and
-// the v5 status message.
+// the v5 client-message reader (V5Reader) and the v5 status message.
 //
-// It depends on gorilla/websocket (the handshake and writes), apimachinery
-// (the Status type and the channel numbers) and k8s.io/utils/exec (exit
-// codes), nothing else, so a runtime vendoring cri/streaming takes in no
-// SPDY and no HTTP routing through it.
+// It depends on gorilla/websocket (the handshake, control frames and most
+// writes), apimachinery (the Status type and the channel numbers),
+// k8s.io/utils/exec (exit codes) and internal/upgrade (upgrade.Unread, for
+// the bytes an HTTP server read ahead), nothing else, so a runtime vendoring
+// cri/streaming takes in no SPDY and no HTTP routing through it.
 //
 // # Concurrency
 //

@@ -19,11 +19,12 @@ type Hijacker struct{ http.ResponseWriter }
 
 func (b Hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
-	if err != nil || brw.Reader.Buffered() == 0 {
-		return conn, brw, err
+	if err != nil {
+		return nil, nil, err
 	}
-	early, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	c := upgrade.PrefixConn(conn, early)
-	brw.Reader.Reset(c)
+	c := upgrade.Unread(conn, brw.Reader)
+	if c != conn {
+		brw.Reader.Reset(c)
+	}
 	return c, brw, nil
 }

@@ -14,11 +14,12 @@ import (
 // The client side's reads are hand-written (RFC 6455 §5) rather than
 // gorilla's NextReader: gorilla allocates a reader per message, and the
 // tunnel gets three messages per SPDY frame from client-go, so that is an
-// allocation per frame on the hottest path. gorilla still does the
-// handshake and every write. Every byte after the handshake is read from
-// gorilla's NetConn(): the caller hands gorilla a connection with whatever
-// the HTTP server had buffered put back in front (server.bufferedHijack),
-// so a first frame sent with the handshake is not lost.
+// allocation per frame on the hottest path. gorilla does the handshake,
+// control frames and the writes of Conn.WriteFrame; Conn.WriteInPlace
+// writes to the connection itself (see there). Every byte after the
+// handshake is read from gorilla's NetConn(): Hijacker hands gorilla the
+// connection with whatever the HTTP server had buffered put back in front
+// (upgrade.Unread), so a first frame sent with the handshake is not lost.
 
 const (
 	OpContinuation = 0
