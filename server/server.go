@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -156,23 +157,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct), slots: &sessionSlots{limits: cfg.Limits}}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
-	// One pool for every session: an idle session holds no write buffer.
-	// The size fits a full copy buffer plus the channel byte and frame
-	// header in one WebSocket frame.
-	pool := &sync.Pool{}
+	pool := &sync.Pool{} // every session's write buffers (wire.NewUpgrader)
 	newUpgrader := func(protocol string) *websocket.Upgrader {
-		return &websocket.Upgrader{
-			HandshakeTimeout: cfg.Translator.WriteTimeout,
-			WriteBufferSize:  cfg.Translator.BufferSize + 16,
-			WriteBufferPool:  pool,
-			Subprotocols:     []string{protocol},
-			// The apiserver relays the client's handshake; origin checks
-			// are a browser concern and the client is authenticated.
-			CheckOrigin: func(*http.Request) bool { return true },
-			Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
-				http.Error(w, "WebSocket handshake failed: "+reason.Error(), status)
-			},
-		}
+		return wire.NewUpgrader(protocol, cfg.Translator.BufferSize, cfg.Translator.WriteTimeout, pool)
 	}
 	s.rcUpgrader = newUpgrader(remotecommand.StreamProtocolV5Name)
 	s.pfUpgrader = newUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1)

@@ -135,8 +135,9 @@ func NewServer(config Config, runtime Runtime) (Server, error) {
 	}
 	s.native.v5 = slices.Contains(config.SupportedRemoteCommandProtocols, ProtocolV5)
 	s.native.tunnel = slices.Contains(config.SupportedPortForwardProtocols, ProtocolTunnel)
-	s.rcUpgrader = s.newUpgrader(ProtocolV5)
-	s.pfUpgrader = s.newUpgrader(ProtocolTunnel)
+	pool := &sync.Pool{} // every session's write buffers (wire.NewUpgrader)
+	s.rcUpgrader = wire.NewUpgrader(ProtocolV5, config.BufferSize, config.Limits.WriteTimeout, pool)
+	s.pfUpgrader = wire.NewUpgrader(ProtocolTunnel, config.BufferSize, config.Limits.WriteTimeout, pool)
 	s.ctx, s.stop = context.WithCancel(context.Background())
 
 	mux := http.NewServeMux()
@@ -175,21 +176,6 @@ type server struct {
 
 func without(list []string, drop string) []string {
 	return slices.DeleteFunc(slices.Clone(list), func(p string) bool { return p == drop })
-}
-
-func (s *server) newUpgrader(protocol string) *websocket.Upgrader {
-	return &websocket.Upgrader{
-		HandshakeTimeout: s.config.Limits.WriteTimeout,
-		WriteBufferSize:  s.config.BufferSize + 16,
-		WriteBufferPool:  &sync.Pool{},
-		Subprotocols:     []string{protocol},
-		// The kubelet (or crictl) dials the URL it was just issued; origin
-		// checks are a browser's concern.
-		CheckOrigin: func(*http.Request) bool { return true },
-		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
-			http.Error(w, "WebSocket handshake failed: "+reason.Error(), status)
-		},
-	}
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

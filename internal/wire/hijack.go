@@ -4,6 +4,10 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
 )
@@ -27,4 +31,25 @@ func (b Hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		brw.Reader.Reset(c)
 	}
 	return c, brw, nil
+}
+
+// NewUpgrader is the server side's WebSocket handshake for one protocol,
+// for the node and the runtime side alike: writes buffered up to a full copy
+// buffer of bufferSize plus the channel byte and a frame header, in one
+// frame, from pool (shared by a server's sessions, so an idle session holds
+// no write buffer), the handshake within timeout, and a refusal answered
+// with status and reason. Origins are not checked: the callers are an
+// apiserver relaying its client's handshake and a kubelet (or crictl)
+// dialling the URL it was just issued, authenticated, not browsers.
+func NewUpgrader(protocol string, bufferSize int, timeout time.Duration, pool *sync.Pool) *websocket.Upgrader {
+	return &websocket.Upgrader{
+		HandshakeTimeout: timeout,
+		WriteBufferSize:  bufferSize + 16,
+		WriteBufferPool:  pool,
+		Subprotocols:     []string{protocol},
+		CheckOrigin:      func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+			http.Error(w, "WebSocket handshake failed: "+reason.Error(), status)
+		},
+	}
 }
