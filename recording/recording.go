@@ -52,9 +52,9 @@ type Header struct {
 }
 
 // MaxQueued bounds the bytes a recording may have waiting for the disk:
-// 40 ms of a bulk tty session at this machine's 800 MB/s, which rides out
-// the disk's pauses (8 MiB did not: a third of the bench's recordings were
-// cut).
+// tens of milliseconds of a bulk tty session, enough to ride out a disk's
+// pauses (8 MiB was not: the bench's recordings were cut; figures in
+// docs/performance.md).
 const MaxQueued = 32 << 20
 
 // blockSize is the unit the session encodes into and the writer writes
@@ -358,8 +358,8 @@ func cutAt(data []byte, max int) int {
 const flushDelay = 50 * time.Millisecond
 
 // writeSize is how much is written at once while the session goes on:
-// direct writes cost less CPU the larger they are (here 0.29 CPU-s/GiB in
-// 128 KiB writes, 0.13 in 1 MiB ones).
+// direct writes cost less CPU the larger they are (BenchmarkRecord's
+// figures in docs/performance.md).
 const writeSize = 1 << 20
 
 // inflight is what the disk holds of the recording's blocks (mu held).

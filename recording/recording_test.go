@@ -617,3 +617,22 @@ func TestQuietRecordingsTogether(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// BenchmarkPlainUntil: the scan for the next byte to escape over plain
+// text, the platform's (assembly on amd64) beside Go's word-at-a-time loop.
+func BenchmarkPlainUntil(b *testing.B) {
+	text := bytes.Repeat([]byte("plain terminal output, nothing to escape here. "), 1<<14)
+	for _, s := range []struct {
+		name string
+		scan func([]byte, int) int
+	}{{"platform", plainUntil}, {"words", plainUntilWords}} {
+		b.Run(s.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if s.scan(text, 0) < len(text)-16 {
+					b.Fatal("stopped early")
+				}
+			}
+		})
+	}
+}
