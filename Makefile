@@ -68,9 +68,10 @@ test-kubelet-stock:
 test-chain:
 	$(GUARD) hack/kubelet-e2e.sh 2.4-ws
 
-## test-kind-node: the offline kind node image (hack/kind.sh image) booted as this Docker engine allows, without --privileged where it refuses it: systemd, nested containers, and the host's kernel settings untouched.
+## test-kind-node: the offline kind node image (hack/kind.sh image) booted as this Docker engine allows, without --privileged where it refuses it (systemd, nested containers), then by kind v0.33.0 itself, patched for such an engine, up to kubeadm (not in the image yet); the host's kernel settings untouched.
 test-kind-node:
 	$(GUARD) hack/kind.sh node-test
+	$(GUARD) hack/kind.sh kind-test
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.

@@ -14,6 +14,9 @@
 #                         kubectl v1.37.2 built here), cached by its inputs; prints its name
 #   hack/kind.sh node-test  boot one node from it as this engine allows (run_flags) and check
 #                         systemd, a nested container and the host's kernel settings
+#   hack/kind.sh kind-bin   build kind v0.33.0 (patched by hack/kind/kind.patch where the engine
+#                         refuses privileged containers), cached; print its path
+#   hack/kind.sh kind-test  kind itself starts a node from the image and runs its commands in it
 # Needs kind and a Docker engine (not on the development machines here).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -104,7 +107,7 @@ image() {
 	wsbin=$(ls -d "${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}"/containerd-v2.4.2-kubestream-*/bin | head -1)
 	crictl=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/crictl-v1.37.0/bin/crictl
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
-	key=$( { echo "$key"; cat hack/kind/entrypoint hack/kind/files/*; sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$kubebin/kubectl" | cut -c1-64; } | sha256sum | cut -c1-16)
+	key=$( { echo "$key $KUBE_VERSION"; cat hack/kind/entrypoint hack/kind/files/*; sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$kubebin/kubectl" | cut -c1-64; } | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
 	if docker image inspect "$name" >/dev/null 2>&1; then
 		echo "$name"
@@ -126,6 +129,7 @@ image() {
 	cp hack/kind/files/containerd.service "$tmp/root/etc/systemd/system/"
 	ln -s ../containerd.service "$tmp/root/etc/systemd/system/multi-user.target.wants/containerd.service"
 	printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\n' >"$tmp/root/etc/crictl.yaml"
+	echo "$KUBE_VERSION" >"$tmp/root/kind/version" # kind reads the node's Kubernetes version here
 	tar -C "$tmp/root" -c . | docker import \
 		--change 'ENTRYPOINT ["/usr/local/bin/entrypoint"]' --change 'ENV container=docker' \
 		- "$name" >/dev/null
@@ -133,29 +137,58 @@ image() {
 	echo "$name"
 }
 
-# run_flags prints the docker run flags a node needs on this engine:
-# --privileged where the engine can start such a container, and otherwise
-# every capability the engine's own bounding set holds (kind's nodes are
-# privileged; PROTOCOLS.md, the Docker engine here), with the devices,
-# profiles and cgroup namespace a node needs.
+KIND_VERSION=v0.33.0
+
+# kind_bin prints the path of kind $KIND_VERSION built from the module
+# proxy: unpatched where the engine starts privileged containers, and
+# otherwise with hack/kind/kind.patch, which starts nodes with the flags
+# KIND_NODE_PRIVILEGES names instead of --privileged and runs commands in
+# them without it. Cached by version and patch.
+kind_bin() {
+	local key src dir work
+	if [ "$(run_flags)" = --privileged ]; then
+		key=unpatched
+	else
+		key=$(sha256sum <hack/kind/kind.patch | cut -c1-12)
+	fi
+	dir=$CACHE/kind-$KIND_VERSION-$key
+	if [ ! -x "$dir/kind" ]; then
+		src=$(cd /tmp && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+		[ -d "$src" ] || { echo "kind.sh: kind $KIND_VERSION not downloaded" >&2; exit 1; }
+		work=$(mktemp -d "$CACHE/kind-src-XXXXXX")
+		cp -r "$src/." "$work"
+		chmod -R u+w "$work"
+		[ "$key" = unpatched ] || (cd "$work" && patch -p1 --quiet <"$ROOT/hack/kind/kind.patch")
+		mkdir -p "$dir"
+		(cd "$work" && go build -trimpath -o "$dir/kind" .)
+		rm -rf "$work"
+	fi
+	echo "$dir/kind"
+}
+
+# run_flags prints the docker run flags a node needs on this engine, one
+# flag or value a line: --privileged where the engine can start such a
+# container, and otherwise every capability the engine's own bounding set
+# holds (kind's nodes are privileged; PROTOCOLS.md, the Docker engine here),
+# with the devices, profiles and cgroup namespace a node needs.
 run_flags() {
-	local pid bnd c i drop=()
+	local pid bnd c i=0
 	pid=$(pidof dockerd | cut -d' ' -f1)
 	bnd=$(awk '/CapBnd/ { print $2 }' "/proc/${pid:-1}/status")
 	if [ "$((16#$bnd & 16#1ffffffffff))" = "$((16#1ffffffffff))" ]; then
 		echo --privileged
 		return
 	fi
-	i=0
+	printf '%s\n' --cap-add ALL
 	for c in CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE \
 		NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT \
 		SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE \
 		AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ; do
-		[ $(( (16#$bnd >> i) & 1 )) = 1 ] || drop+=(--cap-drop "$c")
+		[ $(((16#$bnd >> i) & 1)) = 1 ] || printf '%s\n' --cap-drop "$c"
 		i=$((i + 1))
 	done
-	echo --cap-add ALL "${drop[@]}" --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-		--cgroupns=private --device-cgroup-rule "'a *:* rwm'" --device /dev/kmsg
+	printf '%s\n' --security-opt seccomp=unconfined --security-opt apparmor=unconfined --cgroupns=private \
+		--device-cgroup-rule 'a *:* rwm' --device /dev/kmsg
 }
 
 # node_test boots one node container from the image on a network of its
@@ -166,7 +199,7 @@ run_flags() {
 node_test() {
 	local img name=kubestream-kind-nodetest flags state out i
 	img=$(image)
-	eval "flags=($(run_flags))"
+	mapfile -t flags < <(run_flags)
 	docker rm -f -v "$name" >/dev/null 2>&1 || true
 	docker network rm "$name" >/dev/null 2>&1 || true
 	trap 'docker rm -f -v '"$name"' >/dev/null 2>&1 || true; docker network rm '"$name"' >/dev/null 2>&1 || true' EXIT
@@ -200,8 +233,48 @@ node_test() {
 	[ "$out" = created ]
 }
 
+# kind_test creates a cluster of one node with kind_bin on a Docker network
+# of its own and checks how far it gets: kind starts the node (without
+# --privileged where the engine refuses it) and runs its own commands in it
+# (docker exec, likewise), and the node boots; the node image has no
+# kubeadm yet, so kind stops at starting the control plane, and the test
+# checks that it stops there and not before. Everything it made is removed
+# by name.
+kind_test() {
+	local kind img name=kubestream-kindtest net=kubestream-kindtest out state i privileged
+	kind=$(kind_bin)
+	img=$(image)
+	trap "$(printf '%q delete cluster --name %q >/dev/null 2>&1 || true; docker network rm %q >/dev/null 2>&1 || true' "$kind" "$name" "$net")" EXIT
+	"$kind" delete cluster --name "$name" >/dev/null 2>&1 || true
+	export KIND_EXPERIMENTAL_DOCKER_NETWORK=$net
+	[ "$(run_flags)" = --privileged ] || export KIND_NODE_PRIVILEGES="$(run_flags)"
+	out=$("$kind" create cluster --name "$name" --image "$img" --retain 2>&1) && {
+		echo "$out"
+		echo "kind.sh: kind created a cluster from an image without kubeadm?" >&2
+		exit 1
+	}
+	echo "kind.sh: kind's output (it stops at kubeadm init, which the node image does not have yet):"
+	echo "$out" | sed 's/^/  kind: /'
+	privileged=$(docker inspect -f '{{.HostConfig.Privileged}}' "$name-control-plane")
+	echo "kind.sh: node $name-control-plane privileged: $privileged"
+	[ -n "${KIND_NODE_PRIVILEGES:-}" ] && [ "$privileged" = true ] && exit 1
+	for i in $(seq 60); do
+		state=$(docker exec "$name-control-plane" systemctl is-system-running 2>/dev/null || true)
+		case $state in running | degraded) break ;; esac
+		sleep 1
+	done
+	echo "kind.sh: node $name-control-plane: systemd $state"
+	[ "$state" = running ] || exit 1
+	# kind wrote its kubeadm configuration into the node (its own exec)
+	# and stopped at kubeadm init, which the image does not have yet.
+	docker exec "$name-control-plane" test -s /kind/kubeadm.conf
+	grep -q "kubeadm" <<<"$out"
+}
+
 case "${1:-}" in
 image) image ;;
+kind-bin) kind_bin ;;
+kind-test) kind_test ;;
 node-test) node_test ;;
 render) render ;;
 probe) probe ;;
