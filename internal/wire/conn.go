@@ -84,15 +84,16 @@ type Conn struct {
 	ws  *websocket.Conn
 	cfg *Limits
 
-	mu      sync.Mutex // guards writes and closing
-	closing bool       // a close frame was sent; no more data frames
+	mu sync.Mutex // guards writes, and the setting of closed
 
 	// activity counts reads of client payload and writes of data frames;
 	// the keepalive timer compares it between ticks to find idle sessions
 	// without a clock read per frame.
 	activity atomic.Uint64
-	finished atomic.Bool // closing set; read without the lock (closed)
-	shut     atomic.Bool // Shutdown ran: the grace's timers stop
+	// closed: a close frame was sent (or the connection shut); no more
+	// data frames. Set under mu, read with or without it.
+	closed atomic.Bool
+	shut   atomic.Bool // Shutdown ran: the grace's timers stop
 
 	timer *time.Timer
 
@@ -128,14 +129,14 @@ func NewConn(ws *websocket.Conn, cfg *Limits) *Conn {
 // extendReadDeadline keeps a live peer's connection open. Once the session is
 // closing the grace deadline set by CloseWith must win.
 func (c *Conn) extendReadDeadline() {
-	if c.finished.Load() {
+	if c.closed.Load() {
 		return
 	}
 	window := c.cfg.PingPeriod + c.cfg.PongTimeout
 	want := time.Now().Add(window)
 	c.rdmu.Lock()
 	defer c.rdmu.Unlock()
-	if !c.finished.Load() && want.Sub(c.readDeadline) > Slack(window) {
+	if !c.closed.Load() && want.Sub(c.readDeadline) > Slack(window) {
 		c.readDeadline = want
 		_ = c.ws.SetReadDeadline(want)
 	}
@@ -149,7 +150,7 @@ func (c *Conn) StartKeepalive(onTick, onIdle func()) {
 	clock := NewIdleClock(time.Now())
 	var tick func()
 	tick = func() {
-		if c.finished.Load() {
+		if c.closed.Load() {
 			return
 		}
 		now := time.Now()
@@ -162,7 +163,7 @@ func (c *Conn) StartKeepalive(onTick, onIdle func()) {
 			onTick()
 		}
 		c.mu.Lock()
-		if !c.closing {
+		if !c.closed.Load() {
 			c.timer.Reset(IdleCheckPeriod(c.cfg.IdleTimeout, c.cfg.PingPeriod))
 		}
 		c.mu.Unlock()
@@ -244,7 +245,7 @@ func (c *Conn) WriteInPlace(b []byte) error {
 // deadline (gorilla's copy and the socket's, as WritePrefixed writes beside
 // gorilla) at most once per Slack, and counts the write as activity.
 func (c *Conn) beginWrite() error {
-	if c.closing {
+	if c.closed.Load() {
 		return ErrSessionClosed
 	}
 	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
@@ -310,11 +311,10 @@ func (c *Conn) WritePrefixed(prefix, p []byte) error {
 func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closing {
+	if c.closed.Load() {
 		return false
 	}
-	c.closing = true
-	c.finished.Store(true)
+	c.closed.Store(true)
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -326,7 +326,7 @@ func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 	}
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, CloseReason(reason)), deadline)
 	// The read loop sees the peer's close reply, or the grace's end. Taken
-	// under rdmu, after finished is set, so no extension can undo it.
+	// under rdmu, after closed is set, so no extension can undo it.
 	c.rdmu.Lock()
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace))
 	c.rdmu.Unlock()
@@ -432,15 +432,14 @@ func (c *Conn) Shutdown() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	c.closing = true
-	c.finished.Store(true)
+	c.closed.Store(true)
 	c.mu.Unlock()
 	_ = c.ws.Close()
 }
 
 // closed reports whether the session sent its close frame: from then on
 // only the peer's close, or the grace, is awaited.
-func (c *Conn) Closed() bool { return c.finished.Load() }
+func (c *Conn) Closed() bool { return c.closed.Load() }
 
 // CloseReason cuts a close frame's reason to what a control frame can carry
 // (125 bytes, 2 of them the code) at a UTF-8 boundary, so the peer's
