@@ -424,7 +424,7 @@ func (c *Conn) Drain() {
 	}
 }
 
-// shutdown closes the TCP connection after the read loop ended or the grace
+// Shutdown closes the TCP connection after the read loop ended or the grace
 // period passed, whichever is first.
 func (c *Conn) Shutdown() {
 	c.shut.Store(true)
@@ -437,7 +437,7 @@ func (c *Conn) Shutdown() {
 	_ = c.ws.Close()
 }
 
-// closed reports whether the session sent its close frame: from then on
+// Closed reports whether the session sent its close frame: from then on
 // only the peer's close, or the grace, is awaited.
 func (c *Conn) Closed() bool { return c.closed.Load() }
 

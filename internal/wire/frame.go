@@ -65,7 +65,7 @@ func appendHeader(dst []byte, op, n int) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(n))
 }
 
-// unmask XORs b with the 4-byte key starting at key position pos and returns
+// Unmask XORs b with the 4-byte key starting at key position pos and returns
 // the position after it. Unrolled to 32 bytes a step: three times the speed
 // of an 8-byte loop, and faster than gorilla's word loop, with no unsafe.
 func Unmask(key [4]byte, pos int, b []byte) int {

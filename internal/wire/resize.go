@@ -26,7 +26,7 @@ type ResizeStream struct {
 	pending []byte // the start of an object whose end has not come yet
 }
 
-// feed takes one channel-4 message and returns the sizes it completed.
+// Feed takes one channel-4 message and returns the sizes it completed.
 // Everything in the message is decoded before anything is returned, so a
 // bad message applies nothing.
 func (r *ResizeStream) Feed(msg []byte) ([]TerminalSize, error) {

@@ -19,7 +19,7 @@ type Stage struct {
 	pos, end int
 }
 
-// fill stages at least n (≤ ReadBufSize) bytes from r.
+// Fill stages at least n (≤ ReadBufSize) bytes from r.
 func (s *Stage) Fill(r io.Reader, n int) error {
 	if s.end-s.pos >= n {
 		return nil
@@ -41,7 +41,7 @@ func (s *Stage) Fill(r io.Reader, n int) error {
 	return nil
 }
 
-// staged returns the next n staged bytes (n ≤ what fill made sure of) and
+// Take returns the next n staged bytes (n ≤ what fill made sure of) and
 // consumes them.
 func (s *Stage) Take(n int) []byte {
 	b := s.buf[s.pos : s.pos+n]
@@ -53,7 +53,7 @@ func (s *Stage) Take(n int) []byte {
 // next call on s).
 func (s *Stage) Staged() []byte { return s.buf[s.pos:s.end] }
 
-// read reads at most want (≤ len(p)) bytes into p: staged bytes first;
+// Read reads at most want (≤ len(p)) bytes into p: staged bytes first;
 // with none staged, a read of ReadBufSize or more goes straight into p and
 // may run on into p[want:] (up to ReadBufSize further), what ran on being
 // staged for the next call; a smaller one is read through the Stage.
@@ -81,7 +81,7 @@ func (s *Stage) Read(r io.Reader, p []byte, want int) (int, error) {
 	return s.pos, err
 }
 
-// skip consumes n bytes of r.
+// Skip consumes n bytes of r.
 func (s *Stage) Skip(r io.Reader, n int) error {
 	for n > 0 {
 		k := min(n, s.end-s.pos)
