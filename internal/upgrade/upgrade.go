@@ -127,6 +127,9 @@ type unreadConn struct {
 	early []byte
 }
 
+// An unreadConn half-closes as the connection it wraps does (CloseWrite).
+var _ interface{ CloseWrite() error } = (*unreadConn)(nil)
+
 func (c *unreadConn) Read(p []byte) (int, error) {
 	if len(c.early) > 0 {
 		n := copy(p, c.early)

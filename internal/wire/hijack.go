@@ -21,6 +21,8 @@ import (
 // session costs no new buffer.
 type Hijacker struct{ http.ResponseWriter }
 
+var _ http.Hijacker = Hijacker{}
+
 func (b Hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
 	if err != nil {
