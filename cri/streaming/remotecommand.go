@@ -212,13 +212,13 @@ func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
 // outWriter is the process's stdout or stderr: each Write becomes v5
 // messages of at most size bytes (wire.Conn.WriteChannel), holding no
 // buffer between writes.
-var _ io.WriteCloser = (*outWriter)(nil)
-
 type outWriter struct {
 	wc   *wire.Conn
 	ch   byte
 	size int
 }
+
+var _ io.WriteCloser = (*outWriter)(nil)
 
 func (o *outWriter) Write(p []byte) (int, error) {
 	written := 0
