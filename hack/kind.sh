@@ -134,6 +134,8 @@ image() {
 		--change 'ENTRYPOINT ["/usr/local/bin/entrypoint"]' --change 'ENV container=docker' \
 		- "$name" >/dev/null
 	rm -rf "$tmp"
+	# Images of this name for other inputs are stale: removed by name.
+	docker images --format '{{.Repository}}:{{.Tag}}' kubestream-kind-node | grep -vx "$name" | xargs -r docker rmi >/dev/null || true
 	echo "$name"
 }
 
