@@ -193,13 +193,28 @@ run_flags() {
 		--device-cgroup-rule 'a *:* rwm' --device /dev/kmsg
 }
 
+# systemd_running waits (a minute at most) for systemd in the node
+# container $1 to finish booting, and fails unless it runs with no failed
+# unit.
+systemd_running() {
+	local state i
+	for i in $(seq 60); do
+		state=$(docker exec "$1" systemctl is-system-running 2>/dev/null || true)
+		case $state in running | degraded) break ;; esac
+		sleep 1
+	done
+	echo "kind.sh: node $1: systemd $state"
+	docker exec "$1" systemctl --failed --no-legend
+	[ "$state" = running ] || { docker logs "$1" 2>&1 | tail -20; exit 1; }
+}
+
 # node_test boots one node container from the image on a network of its
 # own (both named, and removed by name) and checks what a node needs before
 # any kubelet: systemd running with no failed unit, containerd running a
 # nested container whose cgroup limit applies and a nested privileged one.
 # `make test-kind-node` runs it under the kernel-settings guard.
 node_test() {
-	local img name=kubestream-kind-nodetest flags state out i
+	local img name=kubestream-kind-nodetest flags out i
 	img=$(image)
 	mapfile -t flags < <(run_flags)
 	docker rm -f -v "$name" >/dev/null 2>&1 || true
@@ -208,14 +223,7 @@ node_test() {
 	docker network create "$name" >/dev/null
 	docker run -d --name "$name" --hostname "$name" --network "$name" "${flags[@]}" \
 		--tmpfs /run --tmpfs /tmp -v /var --stop-signal SIGRTMIN+3 "$img" >/dev/null
-	for i in $(seq 60); do
-		state=$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)
-		case $state in running | degraded) break ;; esac
-		sleep 1
-	done
-	echo "kind.sh: node $name: systemd $state"
-	docker exec "$name" systemctl --failed --no-legend
-	[ "$state" = running ] || { docker logs "$name" 2>&1 | tail -20; exit 1; }
+	systemd_running "$name"
 	# The kubelet's tunables read as it wants them inside, from covers in
 	# the node's own mount namespace; the host's stay as they are (the
 	# guard around this test checks every one).
@@ -243,7 +251,7 @@ node_test() {
 # checks that it stops there and not before. Everything it made is removed
 # by name.
 kind_test() {
-	local kind img name=kubestream-kindtest net=kubestream-kindtest out state i privileged
+	local kind img name=kubestream-kindtest net=kubestream-kindtest out privileged
 	kind=$(kind_bin)
 	img=$(image)
 	trap "$(printf '%q delete cluster --name %q >/dev/null 2>&1 || true; docker network rm %q >/dev/null 2>&1 || true' "$kind" "$name" "$net")" EXIT
@@ -260,13 +268,7 @@ kind_test() {
 	privileged=$(docker inspect -f '{{.HostConfig.Privileged}}' "$name-control-plane")
 	echo "kind.sh: node $name-control-plane privileged: $privileged"
 	[ -n "${KIND_NODE_PRIVILEGES:-}" ] && [ "$privileged" = true ] && exit 1
-	for i in $(seq 60); do
-		state=$(docker exec "$name-control-plane" systemctl is-system-running 2>/dev/null || true)
-		case $state in running | degraded) break ;; esac
-		sleep 1
-	done
-	echo "kind.sh: node $name-control-plane: systemd $state"
-	[ "$state" = running ] || exit 1
+	systemd_running "$name-control-plane"
 	# kind wrote its kubeadm configuration into the node (its own exec)
 	# and stopped at kubeadm init, which the image does not have yet.
 	docker exec "$name-control-plane" test -s /kind/kubeadm.conf
