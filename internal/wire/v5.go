@@ -18,7 +18,7 @@ type V5Reader struct {
 	tty        bool // resizes allowed
 	resizeOpen bool
 	sizes      ResizeStream
-	scratch    [maxResizeMessage]byte
+	scratch    [2]byte // a channel byte, a close signal's channel
 }
 
 // maxResizeMessage bounds one resize message (a real one is ~30 bytes).
@@ -78,18 +78,7 @@ func (v *V5Reader) Next() (V5Message, error) {
 			if !v.resizeOpen {
 				return V5Message{}, ProtocolErrorf("resize after the resize channel was closed")
 			}
-			n, err := io.ReadFull(r, v.scratch[:])
-			if err == nil {
-				return V5Message{}, ProtocolErrorf("resize message larger than %d bytes", len(v.scratch))
-			}
-			if err != io.EOF && err != io.ErrUnexpectedEOF {
-				return V5Message{}, err
-			}
-			sizes, err := v.sizes.Feed(v.scratch[:n])
-			if err != nil {
-				return V5Message{}, err
-			}
-			return V5Message{Sizes: sizes, ResizeBytes: n}, nil
+			return v.resize(r)
 		case remotecommand.StreamClose:
 			n, err := io.ReadFull(r, v.scratch[:2])
 			if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
@@ -116,4 +105,23 @@ func (v *V5Reader) Next() (V5Message, error) {
 			return V5Message{}, ProtocolErrorf("unknown client channel %d", ch)
 		}
 	}
+}
+
+// resize reads one resize message through a pooled buffer: resizes are
+// rare, and a held session keeps no buffer for them.
+func (v *V5Reader) resize(r io.Reader) (V5Message, error) {
+	bp := GetBuf(maxResizeMessage)
+	defer PutBuf(bp)
+	n, err := io.ReadFull(r, *bp)
+	if err == nil {
+		return V5Message{}, ProtocolErrorf("resize message larger than %d bytes", maxResizeMessage)
+	}
+	if err != io.EOF && err != io.ErrUnexpectedEOF {
+		return V5Message{}, err
+	}
+	sizes, err := v.sizes.Feed((*bp)[:n])
+	if err != nil {
+		return V5Message{}, err
+	}
+	return V5Message{Sizes: sizes, ResizeBytes: n}, nil
 }
