@@ -431,18 +431,24 @@ func (cp *controlPlane) startKubelet(node *pki.Files, endpoint string, ip net.IP
 	return port
 }
 
-// kubeletTunables are the kernel settings the kubelet's container manager
-// sets when they differ (setupKernelTunables in
-// pkg/kubelet/cm/container_manager_linux.go, the same six in v1.35.4,
-// v1.36.3 and v1.37.2), with the values it wants. None is namespaced: a
-// network namespace leaves them the host's.
-var kubeletTunables = map[string]string{
-	"vm/overcommit_memory":      "1",
-	"vm/panic_on_oom":           "0",
-	"kernel/panic":              "10",
-	"kernel/panic_on_oops":      "1",
-	"kernel/keys/root_maxkeys":  "1000000",
-	"kernel/keys/root_maxbytes": "25000000",
+// kubeletTunables are the kernel settings a kubelet sets when they differ,
+// with the values it wants: hack/kubelet-tunables, which the kind node's
+// entrypoint reads too.
+func kubeletTunables(t *testing.T) map[string]string {
+	b, err := os.ReadFile("../hack/kubelet-tunables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(f[0], "#") {
+			out[f[0]] = f[1]
+		}
+	}
+	if len(out) != 6 {
+		t.Fatalf("hack/kubelet-tunables names %d settings, want the kubelet's 6", len(out))
+	}
+	return out
 }
 
 // startKubeletProcess runs the kubelet in a mount namespace of its own in
@@ -468,7 +474,7 @@ func (cp *controlPlane) startKubeletProcess(dir, binary string, args []string) {
 		t.Fatal(err)
 	}
 	mounts := []string{}
-	for key, v := range kubeletTunables {
+	for key, v := range kubeletTunables(t) {
 		f := filepath.Join(covers, strings.ReplaceAll(key, "/", "."))
 		if err := os.WriteFile(f, []byte(v+"\n"), 0o644); err != nil {
 			t.Fatal(err)

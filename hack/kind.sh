@@ -107,7 +107,7 @@ image() {
 	wsbin=$(ls -d "${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}"/containerd-v2.4.2-kubestream-*/bin | head -1)
 	crictl=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/crictl-v1.37.0/bin/crictl
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
-	key=$( { echo "$key $KUBE_VERSION"; cat hack/kind/entrypoint hack/kind/files/*; sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$kubebin/kubectl" | cut -c1-64; } | sha256sum | cut -c1-16)
+	key=$( { echo "$key $KUBE_VERSION"; cat hack/kind/entrypoint hack/kind/files/* hack/kubelet-tunables; sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$kubebin/kubectl" | cut -c1-64; } | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
 	if docker image inspect "$name" >/dev/null 2>&1; then
 		echo "$name"
@@ -121,6 +121,7 @@ image() {
 	ln -s containerd-stock "$tmp/root/usr/local/bin/containerd"
 	cp -L "$cbin/containerd-shim-runc-v2" "$cbin/ctr" "$crictl" "$kubebin/kubectl" "$tmp/root/usr/local/bin/"
 	install -m 0755 hack/kind/entrypoint "$tmp/root/usr/local/bin/entrypoint"
+	install -D -m 0644 hack/kubelet-tunables "$tmp/root/usr/local/share/kubestream/kubelet-tunables"
 	cp hack/kind/files/config.toml "$tmp/root/etc/containerd/config.toml"
 	# The nested test container's image (node-test), made here as the
 	# e2e's are: no registry.
