@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind-node cross fuzz bench bench-node lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -68,10 +68,13 @@ test-kubelet-stock:
 test-chain:
 	$(GUARD) hack/kubelet-e2e.sh 2.4-ws
 
-## test-kind-node: the offline kind node image (hack/kind.sh image) booted as this Docker engine allows, without --privileged where it refuses it (systemd, nested containers), then by kind v0.33.0 itself, patched for such an engine, up to kubeadm (not in the image yet); the host's kernel settings untouched.
-test-kind-node:
+## test-kind: the kind cluster (hack/kind.sh e2e): a control plane and workers ws, skew and stock, built offline
+## and booted as this Docker engine allows (without --privileged where it refuses it); kubectl exec, cp, attach,
+## port-forward and logs on each worker, a pod deleted under an exec, a kubelet replaced on a live node, a node
+## restarted; the host's kernel settings untouched. The first run builds for ~25 minutes, a warm one ~8.
+test-kind:
 	$(GUARD) hack/kind.sh node-test
-	$(GUARD) hack/kind.sh kind-test
+	$(GUARD) hack/kind.sh e2e
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.

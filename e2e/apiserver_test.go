@@ -125,7 +125,7 @@ func TestAPIServer(t *testing.T) {
 
 	t.Run("declared/cp", func(t *testing.T) {
 		before := n.requests("exec", "translated")
-		kubectlCopy(t, cp, "demo")
+		kubectlCopy(t, cp, "demo", 5<<20+123)
 		if n.requests("exec", "translated") == before {
 			t.Error("kubectl cp did not reach kubestream's translator")
 		}

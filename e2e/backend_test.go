@@ -149,8 +149,14 @@ func (n *node) killRuntime(t *testing.T) {
 // runtimeStreamingRequests reads the runtime streaming server's request
 // counts by protocol from containerd's metrics endpoint.
 func runtimeStreamingRequests(t *testing.T) map[string]float64 {
+	return runtimeStreamingRequestsAt(t, os.Getenv("KUBESTREAM_CONTAINERD_METRICS"))
+}
+
+// runtimeStreamingRequestsAt reads them from the metrics endpoint at url.
+func runtimeStreamingRequestsAt(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(os.Getenv("KUBESTREAM_CONTAINERD_METRICS"))
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("containerd's metrics: %v", err)
 	}

@@ -1,4 +1,4 @@
-//go:build apiserver || kubelet
+//go:build apiserver || kubelet || kind
 
 package e2e
 
@@ -106,9 +106,12 @@ func startControlPlane(t *testing.T, node *pki.Files) *controlPlane {
 	t.Cleanup(cp.stop)
 
 	etcdPort := freePort(t)
-	cp.start("etcd", "-data-dir", filepath.Join(cp.dir, "etcd"),
-		"-listen-client-url", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
-		"-listen-peer-url", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	client := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	cp.start("etcd", "--data-dir", filepath.Join(cp.dir, "etcd"), "--log-level", "error",
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "default="+peer)
 
 	// The apiserver's own audit log, for streaming subresources only: what
 	// the node's records are joined to (TestAPIServer/audit-join).
@@ -444,12 +447,13 @@ func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
 	}
 }
 
-// kubectlCopy copies a file into container app of pod and back with
-// kubectl cp (tar over exec, stdin closed at the end of the archive).
-func kubectlCopy(t *testing.T, cp *controlPlane, pod string) {
+// kubectlCopy copies a file of size bytes into container app of pod and
+// back with kubectl cp (tar over exec, stdin closed at the end of the
+// archive).
+func kubectlCopy(t *testing.T, cp *controlPlane, pod string, size int) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "in.bin")
-	data := make([]byte, 5<<20+123)
+	data := make([]byte, size)
 	_, _ = rand.Read(data)
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)

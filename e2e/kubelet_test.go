@@ -124,7 +124,7 @@ func TestKubelet(t *testing.T) {
 
 	t.Run("cp", func(t *testing.T) {
 		before := streaming(rc)
-		kubectlCopy(t, cp, "shell")
+		kubectlCopy(t, cp, "shell", 5<<20+123)
 		if streaming(rc) <= before {
 			t.Fatal("kubectl cp did not go through kubestream in the kubelet")
 		}

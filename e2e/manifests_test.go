@@ -14,8 +14,9 @@ import (
 )
 
 // TestManifests checks what can be checked without a Docker engine: the
-// kind config parses and turns on the gates the apiserver needs, and the
-// systemd unit only uses flags kubestream serve has, with values it takes.
+// kind config parses and gives each node its flavour (make test-kind runs
+// the cluster), and the systemd unit only uses flags kubestream serve has,
+// with values it takes.
 func TestManifests(t *testing.T) {
 	t.Run("kind", func(t *testing.T) {
 		// hack/kind.sh renders the file the way kind will read it.
@@ -24,14 +25,14 @@ func TestManifests(t *testing.T) {
 			t.Fatalf("hack/kind.sh render: %v", err)
 		}
 		var cfg struct {
-			Kind         string          `json:"kind"`
-			APIVersion   string          `json:"apiVersion"`
-			FeatureGates map[string]bool `json:"featureGates"`
-			Nodes        []struct {
-				Role                 string            `json:"role"`
-				Labels               map[string]string `json:"labels"`
-				KubeadmConfigPatches []string          `json:"kubeadmConfigPatches"`
-				ExtraMounts          []struct {
+			Kind                 string                           `json:"kind"`
+			APIVersion           string                           `json:"apiVersion"`
+			Networking           struct{ DisableDefaultCNI bool } `json:"networking"`
+			KubeadmConfigPatches []string                         `json:"kubeadmConfigPatches"`
+			Nodes                []struct {
+				Role        string            `json:"role"`
+				Labels      map[string]string `json:"labels"`
+				ExtraMounts []struct {
 					HostPath      string `json:"hostPath"`
 					ContainerPath string `json:"containerPath"`
 					ReadOnly      bool   `json:"readOnly"`
@@ -41,32 +42,37 @@ func TestManifests(t *testing.T) {
 		if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Kind != "Cluster" || cfg.APIVersion != "kind.x-k8s.io/v1alpha4" || len(cfg.Nodes) < 2 {
-			t.Fatalf("not a kind cluster with a worker: %+v", cfg)
+		if cfg.Kind != "Cluster" || cfg.APIVersion != "kind.x-k8s.io/v1alpha4" || !cfg.Networking.DisableDefaultCNI {
+			t.Fatalf("not a kind cluster with the node's own CNI: %+v", cfg)
 		}
-		var worker, patched bool
+		patches := strings.Join(cfg.KubeadmConfigPatches, "\n")
+		for _, want := range []string{"failCgroupV1: false", "maxPerCore: 0", "tcpEstablishedTimeout: 0s", "tcpCloseWaitTimeout: 0s"} {
+			if !strings.Contains(patches, want) {
+				t.Errorf("the kubeadm patches lack %q", want)
+			}
+		}
+		// One control plane and a worker of each flavour; each node's
+		// flavour file (mounted where the node's entrypoint reads it)
+		// exists and names a kubelet and a containerd.
+		var workers []string
 		for _, n := range cfg.Nodes {
-			if n.Role != "worker" {
-				continue
+			if len(n.ExtraMounts) != 1 || n.ExtraMounts[0].ContainerPath != "/kind/flavour" || !n.ExtraMounts[0].ReadOnly {
+				t.Fatalf("node %+v: want its flavour mounted read-only at /kind/flavour", n)
 			}
-			for _, p := range n.KubeadmConfigPatches {
-				worker = worker || strings.Contains(p, "feature-gates: ExtendWebSocketsToKubelet=true")
+			f, err := os.ReadFile(n.ExtraMounts[0].HostPath)
+			if err != nil || !strings.Contains(string(f), "\nkubelet=kubelet-") || !strings.Contains(string(f), "\ncontainerd=containerd-") {
+				t.Fatalf("flavour %s: %v\n%s", n.ExtraMounts[0].HostPath, err, f)
 			}
-			for _, m := range n.ExtraMounts {
-				patched = patched || (m.ContainerPath == "/usr/bin/kubelet" && filepath.IsAbs(m.HostPath) &&
-					filepath.Base(m.HostPath) == "kubelet-kubestream")
+			if n.Role == "worker" {
+				flavour := filepath.Base(n.ExtraMounts[0].HostPath)
+				if n.Labels["kubestream.io/flavour"] != flavour {
+					t.Errorf("worker with flavour %s labelled %v", flavour, n.Labels)
+				}
+				workers = append(workers, flavour)
 			}
 		}
-		if !worker {
-			t.Error("no worker kubelet with ExtendWebSocketsToKubelet on")
-		}
-		if !patched {
-			t.Error("the worker does not run the kubelet with kubestream (extraMounts over /usr/bin/kubelet)")
-		}
-		for _, g := range []string{"TranslateStreamCloseWebsocketRequests", "PortForwardWebsockets", "ExtendWebSocketsToKubelet"} {
-			if !cfg.FeatureGates[g] {
-				t.Errorf("feature gate %s not on", g)
-			}
+		if strings.Join(workers, " ") != "ws skew stock" || cfg.Nodes[0].Role != "control-plane" {
+			t.Errorf("nodes: control plane first, then workers ws, skew, stock; got %+v", cfg.Nodes)
 		}
 	})
 	t.Run("systemd", func(t *testing.T) {

@@ -6,6 +6,7 @@
 #   hack/containerd.sh install-ws         containerd v2.4.2 with its CRI streaming server replaced by
 #                                         kubestream's cri/streaming (hack/containerd/service.go.patch),
 #                                         cached by version, patch and kubestream's source
+#   hack/containerd.sh bin 2.4|2.4-ws|1.6 print where that build's binaries are
 #   hack/containerd.sh up 2.4|2.4-ws|1.6 DIR
 #                                         start a containerd whose every file lives under DIR;
 #                                         writes DIR/env (KUBESTREAM_CONTAINERD_ENDPOINT, …)
@@ -271,8 +272,9 @@ down() {
 case "${1:-}" in
 install) install ;;
 install-ws) install_ws ;;
+bin) bins_for "$2" ;;
 up) up "$2" "$3" ;;
 restart) restart "$2" ;;
 down) down "$2" ;;
-*) sed -n '2,9p' "$0"; exit 2 ;;
+*) sed -n '2,13p' "$0"; exit 2 ;;
 esac

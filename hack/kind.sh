@@ -1,34 +1,35 @@
 #!/usr/bin/env bash
-# A kind cluster whose worker runs the kubelet with kubestream linked in.
+# kind for real: a cluster of kubestream nodes beside stock ones, on this
+# Docker engine, with nothing pulled (manifests/kind/cluster.yaml).
 #
-#   hack/kind.sh up       build the kubelet (static, for the node image), render
-#                         manifests/kind/cluster.yaml and create cluster "kubestream";
-#                         then run a pod on the worker and exec into it
-#   hack/kind.sh render   print the rendered config (no Docker needed)
-#   hack/kind.sh down     delete the cluster
-#   hack/kind.sh probe    can this Docker engine run kind's nodes? (privileged containers;
-#                         an image of one static program, made with docker import, no pull)
+#   hack/kind.sh up       build what the cluster needs (cached by its inputs) and create
+#                         cluster "kubestream": a control plane and workers ws, skew, stock;
+#                         then exec through each worker; prints KUBECONFIG=...
+#   hack/kind.sh e2e      up, the e2e (e2e/kind_test.go) through the cluster's kubeconfig, down
+#   hack/kind.sh down     delete the cluster and its network, by name
+#   hack/kind.sh render   print the cluster's kind configuration
+#   hack/kind.sh probe    can this Docker engine start kind's privileged nodes? (an image
+#                         of one static program, made with docker import, no pull)
 #   hack/kind.sh image    build the node image offline (a debootstrap bookworm base, systemd,
 #                         containerd v2.4.2 stock and with kubestream's runtime-side server,
-#                         runc and the CNI plugins from Debian, crictl and the kubelet, kubeadm,
-#                         kubectl v1.37.2 built here), cached by its inputs; prints its name
+#                         runc and the CNI plugins from Debian, crictl, kubeadm, kubectl and
+#                         the kubelets built here, the control-plane and add-on images),
+#                         cached by its inputs; prints its name
 #   hack/kind.sh node-test  boot one node from it as this engine allows (run_flags) and check
 #                         systemd, a nested container and the host's kernel settings
 #   hack/kind.sh kind-bin   build kind v0.33.0 (patched by hack/kind/kind.patch where the engine
 #                         refuses privileged containers), cached; print its path
-#   hack/kind.sh kind-test  kind itself starts a node from the image and runs its commands in it
-# Needs kind and a Docker engine (not on the development machines here).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 KUBE_VERSION=v1.37.2
 NAME=kubestream
 
-render() {
-	local bin
-	bin="$(hack/kube.sh bin)/kubelet-kubestream"
-	sed "s#KUBELET_KUBESTREAM#$bin#" manifests/kind/cluster.yaml
-}
+CLUSTER=kubestream
+NET=kubestream-kind
+KUBECONFIG_OUT=$ROOT/_output/kind/kubeconfig
+
+render() { sed "s#FLAVOURS#$ROOT/hack/kind/flavours#" manifests/kind/cluster.yaml; }
 
 # probe runs what kind's node containers need, smallest first, and says
 # which step the engine refuses. kind's docker provider starts every node
@@ -93,42 +94,110 @@ base() {
 	echo "$out"
 }
 
+# The images kubeadm v1.37.2 names (cmd/kubeadm/app/constants), built here.
+ETCD_TAG=3.7.0-0
+COREDNS_TAG=v1.14.6
+PAUSE_TAG=3.10.2
+
+# coredns_bin prints the path of CoreDNS built from hack/kind/coredns (the
+# plugins kubeadm's Corefile names), cached by that module's files.
+coredns_bin() {
+	local key out
+	key=$(cat hack/kind/coredns/go.mod hack/kind/coredns/go.sum hack/kind/coredns/main.go | sha256sum | cut -c1-12)
+	out=$CACHE/coredns-$COREDNS_TAG-$key
+	if [ ! -x "$out" ]; then
+		echo "kind.sh: building CoreDNS $COREDNS_TAG (minutes cold)" >&2
+		(cd hack/kind/coredns && go build -trimpath -ldflags "-s -w" -o "$out.tmp" .) && mv "$out.tmp" "$out"
+	fi
+	echo "$out"
+}
+
+# images writes the control-plane and add-on images into $1 as OCI
+# tarballs, each a busybox layer with the component's binary (hack/tools/
+# ociimage), under the names kubeadm asks for. kube-proxy's carries the
+# node base's iptables (nftables), its extensions and the libraries they
+# load, from the root file system $2.
+images() {
+	local dir=$1 rootfs=$2 kubebin tool c pause libs lib
+	kubebin=$(hack/kube.sh bin)
+	tool=$(mktemp -d)
+	go build -o "$tool/ociimage" ./hack/tools/ociimage
+	mk() { "$tool/ociimage" -busybox /bin/busybox "$@"; }
+	# The tests' pods: busybox, and a TCP echo server for port-forward.
+	CGO_ENABLED=0 go build -o "$tool/tcpecho" ./hack/tools/tcpecho
+	mk -name docker.io/kubestream/busybox:e2e -out "$dir/busybox.tar" -add "$tool/tcpecho=/bin/tcpecho"
+	for c in kube-apiserver kube-controller-manager kube-scheduler; do
+		mk -name "registry.k8s.io/$c:$KUBE_VERSION" -out "$dir/$c.tar" -add "$kubebin/$c=/usr/local/bin/$c"
+	done
+	mk -name "registry.k8s.io/etcd:$ETCD_TAG" -out "$dir/etcd.tar" -add "$kubebin/etcd=/usr/local/bin/etcd"
+	mk -name "registry.k8s.io/coredns/coredns:$COREDNS_TAG" -out "$dir/coredns.tar" -add "$(coredns_bin)=/coredns" -entrypoint /coredns
+	# The pause program is upstream's C source, from the same module copy.
+	pause=$(cd hack/kube && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+	gcc -Os -static -DVERSION="v$PAUSE_TAG" -o "$tool/pause" "$pause"
+	mk -name "registry.k8s.io/pause:$PAUSE_TAG" -out "$dir/pause.tar" -add "$tool/pause=/pause" -entrypoint /pause
+	libs=()
+	for lib in $(chroot "$rootfs" ldd /usr/sbin/xtables-nft-multi | grep -o '/[^ ]*'); do
+		libs+=(-add "$rootfs$lib=$lib")
+	done
+	for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+		libs+=(-add "$rootfs/usr/sbin/xtables-nft-multi=/usr/sbin/$c")
+	done
+	mk -name "registry.k8s.io/kube-proxy:$KUBE_VERSION" -out "$dir/kube-proxy.tar" \
+		-add "$kubebin/kube-proxy=/usr/local/bin/kube-proxy" "${libs[@]}" \
+		-add "$rootfs/usr/lib/x86_64-linux-gnu/xtables=/usr/lib/x86_64-linux-gnu/xtables"
+	rm -rf "$tool"
+}
+
 # image builds the node image from base and what hack/containerd.sh and
 # hack/kube.sh build, named kubestream-kind-node:KEY, KEY a hash of every
 # input; an image of that name already built is used as it is.
 image() {
-	local b kubebin cbin wsbin crictl key name tmp
+	local b kubebin cbin wsbin crictl key name tmp f
 	b=$(base)
 	hack/containerd.sh install >&2
 	hack/containerd.sh install-ws >&2
-	hack/kube.sh install >&2
+	hack/kube.sh cluster >&2
+	hack/kube.sh kubelet >&2
+	hack/kube.sh kubelet-stock >&2
+	hack/kube.sh kubelet v1.35.4 >&2
 	kubebin=$(hack/kube.sh bin)
 	cbin=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/containerd-v2.4.2/bin
-	wsbin=$(ls -d "${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}"/containerd-v2.4.2-kubestream-*/bin | head -1)
+	wsbin=$(hack/containerd.sh bin 2.4-ws)
 	crictl=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/crictl-v1.37.0/bin/crictl
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
-	key=$( { echo "$key $KUBE_VERSION"; cat hack/kind/entrypoint hack/kind/files/* hack/kubelet-tunables; sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$kubebin/kubectl" | cut -c1-64; } | sha256sum | cut -c1-16)
+	key=$( {
+		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
+		cat hack/kind/entrypoint hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go
+		sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$(coredns_bin)" "$kubebin"/* | cut -c1-64
+	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
 	if docker image inspect "$name" >/dev/null 2>&1; then
 		echo "$name"
 		return
 	fi
+	echo "kind.sh: building the node image $name" >&2
 	tmp=$(mktemp -d "$CACHE/image-XXXXXX")
-	mkdir -p "$tmp/root/usr/local/bin" "$tmp/root/etc/containerd" "$tmp/root/etc/systemd/system/multi-user.target.wants"
+	mkdir -p "$tmp/root/usr/local/bin" "$tmp/root/etc/containerd" "$tmp/root/etc/systemd/system/multi-user.target.wants" \
+		"$tmp/root/kind/images" "$tmp/root/kind/manifests"
 	tar -C "$tmp/root" -xf "$b"
 	cp -L "$cbin/containerd" "$tmp/root/usr/local/bin/containerd-stock"
 	cp -L "$wsbin/containerd" "$tmp/root/usr/local/bin/containerd-kubestream"
 	ln -s containerd-stock "$tmp/root/usr/local/bin/containerd"
-	cp -L "$cbin/containerd-shim-runc-v2" "$cbin/ctr" "$crictl" "$kubebin/kubectl" "$tmp/root/usr/local/bin/"
-	install -m 0755 hack/kind/entrypoint "$tmp/root/usr/local/bin/entrypoint"
+	cp -L "$cbin/containerd-shim-runc-v2" "$cbin/ctr" "$crictl" "$tmp/root/usr/local/bin/"
+	# Every kubelet a flavour may name (hack/kind/flavours), and kubeadm.
+	cp -L "$kubebin/kubectl" "$kubebin/kubeadm" "$kubebin/kubelet-stock" "$kubebin/kubelet-kubestream" \
+		"$kubebin/kubelet-kubestream-v1.35.4" "$tmp/root/usr/local/bin/"
+	ln -s /usr/local/bin/kubelet-stock "$tmp/root/usr/bin/kubelet"
+	install -m 0755 hack/kind/entrypoint hack/kind/files/kubestream-routes "$tmp/root/usr/local/bin/"
 	install -D -m 0644 hack/kubelet-tunables "$tmp/root/usr/local/share/kubestream/kubelet-tunables"
-	cp hack/kind/files/config.toml "$tmp/root/etc/containerd/config.toml"
-	# The nested test container's image (node-test), made here as the
-	# e2e's are: no registry.
-	mkdir -p "$tmp/root/kind/images"
-	go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out "$tmp/root/kind/images/busybox.tar"
-	cp hack/kind/files/containerd.service "$tmp/root/etc/systemd/system/"
-	ln -s ../containerd.service "$tmp/root/etc/systemd/system/multi-user.target.wants/containerd.service"
+	cp hack/kind/files/config.toml hack/kind/files/cni-template.json "$tmp/root/etc/containerd/"
+	cp hack/kind/files/default-storage.yaml "$tmp/root/kind/manifests/"
+	for f in containerd kubelet kubestream-images kubestream-routes; do
+		cp "hack/kind/files/$f.service" "$tmp/root/etc/systemd/system/"
+		ln -s "../$f.service" "$tmp/root/etc/systemd/system/multi-user.target.wants/$f.service"
+	done
+	cp hack/kind/files/kubelet.slice "$tmp/root/etc/systemd/system/"
+	images "$tmp/root/kind/images" "$tmp/root"
 	printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\n' >"$tmp/root/etc/crictl.yaml"
 	echo "$KUBE_VERSION" >"$tmp/root/kind/version" # kind reads the node's Kubernetes version here
 	tar -C "$tmp/root" -c . | docker import \
@@ -244,58 +313,74 @@ node_test() {
 	[ "$out" = created ]
 }
 
-# kind_test creates a cluster of one node with kind_bin on a Docker network
-# of its own and checks how far it gets: kind starts the node (without
-# --privileged where the engine refuses it) and runs its own commands in it
-# (docker exec, likewise), and the node boots; the node image has no
-# kubeadm yet, so kind stops at starting the control plane, and the test
-# checks that it stops there and not before. Everything it made is removed
-# by name.
-kind_test() {
-	local kind img name=kubestream-kindtest net=kubestream-kindtest out privileged
+# kind_env exports what kind needs on this engine: the cluster's own Docker
+# network (named, removed by name) and, where the engine refuses privileged
+# containers, the node flags hack/kind/kind.patch reads.
+kind_env() {
+	export KIND_EXPERIMENTAL_DOCKER_NETWORK=$NET
+	if [ "$(run_flags)" != --privileged ]; then
+		KIND_NODE_PRIVILEGES="$(run_flags)"
+		export KIND_NODE_PRIVILEGES
+	fi
+}
+
+# kc runs the cluster's kubectl with its kubeconfig.
+kc() { "$(hack/kube.sh bin)/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
+
+# up creates the cluster from the node image and waits for every node to
+# be Ready, then execs through a pod on each worker.
+up() {
+	local kind img node flavour
 	kind=$(kind_bin)
 	img=$(image)
-	trap "$(printf '%q delete cluster --name %q >/dev/null 2>&1 || true; docker network rm %q >/dev/null 2>&1 || true' "$kind" "$name" "$net")" EXIT
-	"$kind" delete cluster --name "$name" >/dev/null 2>&1 || true
-	export KIND_EXPERIMENTAL_DOCKER_NETWORK=$net
-	[ "$(run_flags)" = --privileged ] || export KIND_NODE_PRIVILEGES="$(run_flags)"
-	out=$("$kind" create cluster --name "$name" --image "$img" --retain 2>&1) && {
-		echo "$out"
-		echo "kind.sh: kind created a cluster from an image without kubeadm?" >&2
-		exit 1
-	}
-	echo "kind.sh: kind's output (it stops at kubeadm init, which the node image does not have yet):"
-	echo "$out" | sed 's/^/  kind: /'
-	privileged=$(docker inspect -f '{{.HostConfig.Privileged}}' "$name-control-plane")
-	echo "kind.sh: node $name-control-plane privileged: $privileged"
-	[ -n "${KIND_NODE_PRIVILEGES:-}" ] && [ "$privileged" = true ] && exit 1
-	systemd_running "$name-control-plane"
-	# kind wrote its kubeadm configuration into the node (its own exec)
-	# and stopped at kubeadm init, which the image does not have yet.
-	docker exec "$name-control-plane" test -s /kind/kubeadm.conf
-	grep -q "kubeadm" <<<"$out"
+	kind_env
+	down >/dev/null 2>&1 || true
+	mkdir -p "$(dirname "$KUBECONFIG_OUT")"
+	render | "$kind" create cluster --name "$CLUSTER" --image "$img" --config - --kubeconfig "$KUBECONFIG_OUT" --wait 5m
+	kc wait --for=condition=Ready nodes --all --timeout=5m >/dev/null
+	kc get nodes -L kubestream.io/flavour
+	for flavour in ws skew stock; do
+		node=$(kc get nodes -l "kubestream.io/flavour=$flavour" -o jsonpath='{.items[0].metadata.name}')
+		kc run "demo-$flavour" --image=docker.io/kubestream/busybox:e2e --restart=Never \
+			--overrides="{\"spec\":{\"nodeName\":\"$node\"}}" -- sleep 3600 >/dev/null
+	done
+	for flavour in ws skew stock; do
+		kc wait --for=condition=Ready "pod/demo-$flavour" --timeout=2m >/dev/null
+		kc exec "demo-$flavour" -- sh -c "echo exec through the $flavour worker: \$(hostname)"
+		kc delete pod "demo-$flavour" --wait=false >/dev/null
+	done
+	echo "KUBECONFIG=$KUBECONFIG_OUT"
+}
+
+# down deletes the cluster (kind removes its containers and their volumes)
+# and the network, each by name.
+down() {
+	local kind
+	kind=$(kind_bin)
+	"$kind" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_OUT"
+	docker network rm "$NET" >/dev/null 2>&1 || true
+	rm -f "$KUBECONFIG_OUT"
+}
+
+# e2e runs e2e/kind_test.go against a cluster made for it, and deletes it
+# whatever the outcome. `make test-kind` runs it under the kernel-settings
+# guard: the host's /proc/sys before the cluster starts and after it is
+# deleted.
+e2e() {
+	trap 'down >/dev/null 2>&1 || true' EXIT
+	up
+	KUBESTREAM_KIND_KUBECONFIG=$KUBECONFIG_OUT KUBESTREAM_KIND_CLUSTER=$CLUSTER \
+		go test -tags kind -run '^TestKind$' -count=1 -timeout 30m -v ./e2e/
 }
 
 case "${1:-}" in
 image) image ;;
 kind-bin) kind_bin ;;
-kind-test) kind_test ;;
 node-test) node_test ;;
 render) render ;;
 probe) probe ;;
-up)
-	command -v kind >/dev/null || { echo "kind.sh: kind is not installed" >&2; exit 1; }
-	# The node image has its own libc; a static binary runs on any.
-	CGO_ENABLED=0 hack/kube.sh kubelet
-	render | kind create cluster --name "$NAME" --image "kindest/node:$KUBE_VERSION" --config -
-	worker=$(kubectl get nodes -l kubestream.io/kubelet=patched -o jsonpath='{.items[0].metadata.name}')
-	kubectl get node "$worker" -o jsonpath='declaredFeatures: {.status.declaredFeatures}{"\n"}'
-	kubectl run kubestream-demo --image=busybox --restart=Never \
-		--overrides="{\"spec\":{\"nodeName\":\"$worker\"}}" -- sleep 3600
-	kubectl wait --for=condition=Ready pod/kubestream-demo --timeout=120s
-	kubectl exec kubestream-demo -- sh -c 'echo through kubestream in the kubelet; exit 3' || echo "exit code $?"
-	kubectl get --raw "/api/v1/nodes/$worker/proxy/metrics/streaming" | grep '^kubestream_streaming_requests_total'
-	;;
-down) kind delete cluster --name "$NAME" ;;
-*) sed -n '2,9p' "$0" >&2; exit 2 ;;
+up) up ;;
+down) down ;;
+e2e) e2e ;;
+*) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac

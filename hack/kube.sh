@@ -5,6 +5,8 @@
 #
 #   hack/kube.sh install     build them into ~/.cache/kubestream/kube-v1.37.2/bin
 #                            (7-10 minutes cold on 2 cores, seconds when cached)
+#   hack/kube.sh cluster     and the rest of a kubeadm cluster, for the kind node image:
+#                            kubeadm, kube-controller-manager, kube-scheduler, kube-proxy
 #   hack/kube.sh kubelet [V] build the kubelet v1.37.2 (or V, where hack/kube/kubelet-V
 #                            exists: v1.36.3, v1.35.4) with kubestream linked in
 #                            (server.go.patch applied to a copy of k8s.io/kubernetes)
@@ -21,19 +23,30 @@ export GOFLAGS=-buildvcs=false
 
 log() { echo "kube.sh: $*" >&2; }
 
-install() {
-	if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kubectl" ] && [ -x "$BIN/etcd" ]; then
-		return
-	fi
+# build builds the named packages of hack/kube's module into $BIN unless
+# they were built from the same inputs (the module and the etcd command).
+build() {
+	local stamp key pkg missing=0
+	stamp=$BIN/.built-$(echo "$*" | sha256sum | cut -c1-12)
+	key=$(cat "$ROOT/hack/kube/go.mod" "$ROOT/hack/kube/go.sum" "$ROOT/hack/kube/etcd/main.go" | sha256sum | cut -c1-16)
+	for pkg in "$@"; do [ -x "$BIN/$(basename "$pkg")" ] || missing=1; done
+	[ "$missing" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ] && return
 	mkdir -p "$BIN"
 	# Without these the binaries report v0.0.0-master, and kubectl's version
 	# skew warnings and the apiserver's /version would be wrong.
 	local v=k8s.io/component-base/version
 	local ld="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean"
-	log "building kube-apiserver, kubectl $KUBE_VERSION and etcd (7-10 minutes cold on 2 cores)"
-	cd "$ROOT/hack/kube"
-	go build -trimpath -ldflags "$ld" -o "$BIN/" \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
+	log "building $* ($KUBE_VERSION; minutes cold on 2 cores)"
+	(cd "$ROOT/hack/kube" && go build -trimpath -ldflags "$ld" -o "$BIN/" "$@")
+	echo "$key" >"$stamp"
+}
+
+install() { build k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd; }
+
+cluster() {
+	install
+	build k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
 }
 
 # The kubelet is built from its own module (hack/kube/kubelet for v1.37.2,
@@ -82,8 +95,9 @@ kubelet() {
 
 case "${1:-}" in
 install) install ;;
+cluster) cluster ;;
 kubelet) kubelet "${2:-}" ;;
 kubelet-stock) kubelet "${2:-}" 1 ;;
 bin) echo "$BIN" ;;
-*) sed -n '2,12p' "$0" >&2; exit 2 ;;
+*) sed -n '2,14p' "$0" >&2; exit 2 ;;
 esac

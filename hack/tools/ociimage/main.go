@@ -1,8 +1,12 @@
 // Command ociimage writes the e2e images as OCI image layout tarballs, by
 // hand and without a registry: a busybox image (the static busybox binary
-// and a link for each applet) and a pause image built from the same layer.
+// and a link for each applet), and on that layer any files or directories
+// named with -add (the kind node's control-plane images: a component's
+// binary, kube-proxy's iptables and the libraries it loads).
 //
 //	go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out busybox.tar
+//	go run ./hack/tools/ociimage -name registry.k8s.io/kube-scheduler:v1.37.2 -out s.tar \
+//		-add bin/kube-scheduler=/usr/local/bin/kube-scheduler
 package main
 
 import (
@@ -14,8 +18,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -27,8 +33,10 @@ func main() {
 	name := flag.String("name", "docker.io/kubestream/busybox:e2e", "image name")
 	out := flag.String("out", "image.tar", "output tarball (OCI image layout)")
 	entrypoint := flag.String("entrypoint", "", "comma-separated entrypoint (default: none, Cmd sh)")
+	var adds addFlag
+	flag.Var(&adds, "add", "SRC=DST: the file or directory SRC (symbolic links followed) at DST in the image; repeatable")
 	flag.Parse()
-	if err := run(*busybox, *name, *out, *entrypoint); err != nil {
+	if err := run(*busybox, *name, *out, *entrypoint, adds); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
@@ -44,7 +52,21 @@ func newBlob(data []byte) blob {
 	return blob{digest: "sha256:" + hex.EncodeToString(sum[:]), data: data}
 }
 
-func run(busybox, name, out, entrypoint string) error {
+// addFlag collects -add SRC=DST pairs in the order given.
+type addFlag [][2]string
+
+func (a *addFlag) String() string { return fmt.Sprint(*a) }
+
+func (a *addFlag) Set(v string) error {
+	src, dst, ok := strings.Cut(v, "=")
+	if !ok || src == "" || !strings.HasPrefix(dst, "/") {
+		return fmt.Errorf("want SRC=/absolute/DST, got %q", v)
+	}
+	*a = append(*a, [2]string{src, dst})
+	return nil
+}
+
+func run(busybox, name, out, entrypoint string, adds addFlag) error {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return err
@@ -53,7 +75,7 @@ func run(busybox, name, out, entrypoint string) error {
 	if err != nil {
 		return fmt.Errorf("listing applets: %w", err)
 	}
-	layer, diffID, err := busyboxLayer(bin, strings.Fields(string(list)))
+	layer, diffID, err := busyboxLayer(bin, strings.Fields(string(list)), adds)
 	if err != nil {
 		return err
 	}
@@ -128,11 +150,19 @@ func run(busybox, name, out, entrypoint string) error {
 
 // busyboxLayer returns a gzipped layer and the digest of its uncompressed
 // tar (the diff ID).
-func busyboxLayer(bin []byte, applets []string) ([]byte, string, error) {
+func busyboxLayer(bin []byte, applets []string, adds addFlag) ([]byte, string, error) {
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
 	dirs := map[string]bool{"bin/": true, "tmp/": true, "etc/": true, "proc/": true, "sys/": true, "dev/": true, "root/": true}
-	for _, a := range applets {
+	files, err := addedFiles(adds)
+	if err != nil {
+		return nil, "", err
+	}
+	paths := append([]string(nil), applets...)
+	for _, f := range files {
+		paths = append(paths, f.name)
+	}
+	for _, a := range paths {
 		if i := strings.LastIndex(a, "/"); i > 0 {
 			for p := a[:i]; p != ""; {
 				dirs[p+"/"] = true
@@ -173,6 +203,18 @@ func busyboxLayer(bin []byte, applets []string) ([]byte, string, error) {
 			return nil, "", err
 		}
 	}
+	for _, f := range files {
+		data, err := os.ReadFile(f.src)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(data))}); err != nil {
+			return nil, "", err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, "", err
+		}
+	}
 	for name, content := range map[string]string{
 		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
 		"etc/group":  "root:x:0:\n",
@@ -195,4 +237,40 @@ func busyboxLayer(bin []byte, applets []string) ([]byte, string, error) {
 		return nil, "", err
 	}
 	return gz.Bytes(), "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// addedFile is one regular file -add puts in the layer.
+type addedFile struct {
+	src, name string // name: the path in the image, without the leading slash
+	mode      int64
+}
+
+// addedFiles expands -add's pairs into regular files, directories walked
+// and symbolic links followed, sorted by name so the layer (and its digest)
+// depends on the inputs alone.
+func addedFiles(adds addFlag) ([]addedFile, error) {
+	var files []addedFile
+	for _, a := range adds {
+		src, dst := a[0], strings.TrimPrefix(a[1], "/")
+		err := filepath.WalkDir(src, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			st, err := os.Stat(p) // follows links: a library's soname link becomes the file
+			if err != nil {
+				return err
+			}
+			if st.IsDir() {
+				return nil
+			}
+			rel, _ := filepath.Rel(src, p)
+			files = append(files, addedFile{src: p, name: filepath.ToSlash(filepath.Join(dst, rel)), mode: int64(st.Mode().Perm())})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("-add %s: %w", a[0], err)
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	return files, nil
 }
