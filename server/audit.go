@@ -11,7 +11,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/endpoints/request"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/kubestream/kubestream/audit"
 )
@@ -33,7 +33,7 @@ func (s *Server) auditEvent(r *http.Request, sub string, start time.Time) *audit
 		RequestReceivedTimestamp: metav1.NewMicroTime(start),
 		Node:                     s.cfg.NodeName,
 	}
-	if u, ok := request.UserFrom(r.Context()); ok {
+	if u, ok := apirequest.UserFrom(r.Context()); ok {
 		e.User = userInfo(u)
 	}
 	for _, ip := range utilnet.SourceIPs(r) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/upgrade"
-	"github.com/kubestream/kubestream/translator"
 )
 
 // DirectMode says whether a client's WebSocket may go to the runtime
@@ -80,27 +79,23 @@ func (c *directCache) record(handler, sub, protocol string, accepted bool) {
 	}
 }
 
-// errRefused is a runtime that does not speak the client's WebSocket
-// protocol: its single-use URL is spent and the caller translates instead.
-var errRefused = errors.New("container runtime does not speak the protocol")
-
-// refused remembers and counts a runtime that does not speak the client's
-// protocol, and returns errRefused.
-func (s *Server) refused(ctx context.Context, ss *session, msg string, kv ...any) error {
-	s.direct.record(ss.handler, ss.subresource, ss.protocol, false)
-	ss.offered(false)
-	klog.FromContext(ctx).V(2).Info(msg, append(kv, "protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)...)
-	return errRefused
-}
-
-// tryDirect offers the client's WebSocket handshake to the runtime. On the
-// runtime's 101 it relays the answer to the client and splices the two
-// connections until the session ends, and returns nil. errRefused means the
-// runtime refused (the client has no answer yet); any other error is an
-// unreachable or broken runtime, also with the client unanswered.
-func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) error {
+// offerDirect offers a WebSocket that kubestream would translate or tunnel
+// to the runtime as it is, when the runtime may speak it (DirectAuto, and
+// this pod's runtime handler did not refuse lately). ok is false when the
+// client has had its answer (the runtime could not be reached). Otherwise
+// either the runtime took the WebSocket (ss.route is RouteDirect, l its
+// legs) or kubestream carries the session itself with next: u when no
+// offer was made, a fresh URL when the runtime refused (u is single-use).
+func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session, q request, u *url.URL) (l legs, next *url.URL, ok bool) {
+	if !ss.direct {
+		return legs{}, u, true
+	}
 	ctx := r.Context()
-	logger := klog.FromContext(ctx)
+	handler := s.runtimeHandler(ctx, q.pod)
+	if !s.direct.worthTrying(handler, ss.subresource, ss.protocol) {
+		ss.count()
+		return legs{}, u, true
+	}
 	key := r.Header.Get("Sec-WebSocket-Key")
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
 	rt, err := upgrade.WebSocket(dctx, u, s.cfg.RuntimeTLS, key, ss.protocol)
@@ -108,86 +103,31 @@ func (s *Server) tryDirect(w http.ResponseWriter, r *http.Request, ss *session, 
 	var ue *upgrade.Error
 	switch {
 	case errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500:
-		return s.refused(ctx, ss, "Runtime refused the WebSocket; translating", "status", ue.StatusCode)
+		klog.FromContext(ctx).V(2).Info("Runtime refused the WebSocket; translating", "status", ue.StatusCode,
+			"protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)
 	case errors.Is(err, upgrade.ErrUnusableHandshake):
-		// A 101 the client would reject: treat the runtime as not speaking it.
-		return s.refused(ctx, ss, "Runtime answered the WebSocket with an unusable handshake; translating", "err", err)
+		// A 101 the client would reject: the runtime does not speak it.
+		klog.FromContext(ctx).V(2).Info("Runtime answered the WebSocket with an unusable handshake; translating", "err", err,
+			"protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)
 	case err != nil:
-		return err
-	}
-	s.direct.record(ss.handler, ss.subresource, ss.protocol, true)
-	ss.offered(true)
-	ss.route = RouteDirect
-	ss.count()
-
-	client, brw, err := takeOver(w)
-	if err != nil {
-		rt.Close()
-		ss.fail(w, r, http.StatusInternalServerError, err)
-		return nil
-	}
-	ctx, done := s.sessionContext(ctx)
-	defer done()
-	defer ss.running()()
-	if err := upgrade.SwitchProtocols(brw, upgrade.WebSocketAnswer(key, ss.protocol)); err != nil {
-		rt.Close()
-		client.Close()
-		ss.failed("session")
-		logger.V(2).Info("Client went away during the handshake", "err", err)
-		return nil
-	}
-	res := translator.Splice(ctx, client, rt, ss.protocol, s.cfg.Translator, ss.observer(r))
-	ss.closeRecording(r)
-	ss.carried("direct-up", res.BytesUp)
-	ss.carried("direct-down", res.BytesDown)
-	if ss.subresource != PortForward {
-		ss.exited(res.Status)
-	}
-	if res.RuntimeLost {
-		ss.ended("runtime", errors.New("container runtime connection lost"))
-		ss.failed("session")
-	}
-	if res.IdleTimeout {
-		ss.ended("node", nil)
-	}
-	logger.V(3).Info("Direct session ended", "bytesUp", res.BytesUp, "bytesDown", res.BytesDown,
-		"runtimeLost", res.RuntimeLost, "duration", time.Since(ss.start))
-	return nil
-}
-
-// offerDirect offers a candidate WebSocket to the runtime (tryDirect). ok is
-// true when kubestream must translate with the returned URL: the first one
-// if no offer was made, a fresh one if the runtime refused (its URL is
-// single-use). ok is false when the client has had its answer: the runtime
-// served the session, or failed.
-func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL,
-	newURL func(context.Context) (*url.URL, error)) (*url.URL, bool) {
-	if !ss.direct {
-		return u, true
-	}
-	ss.handler = s.runtimeHandler(r.Context(), podRef(r))
-	if !s.direct.worthTrying(ss.handler, ss.subresource, ss.protocol) {
-		// This handler's runtime refused lately: translate with the URL
-		// at hand, no offer.
-		ss.direct = false
+		ss.refuse(w, r, upgradeStatus(err), err)
+		return legs{}, nil, false
+	default:
+		s.direct.record(handler, ss.subresource, ss.protocol, true)
+		ss.offered(true)
+		ss.route = RouteDirect
 		ss.count()
-		return u, true
+		l, ok = s.takeOver(w, r, ss, rt, ss.protocol, upgrade.WebSocketAnswer(key, ss.protocol))
+		return l, nil, ok
 	}
-	err := s.tryDirect(w, r, ss, u)
-	switch {
-	case err == nil:
-		return nil, false
-	case !errors.Is(err, errRefused):
-		ss.fail(w, r, upgradeStatus(err), err)
-		return nil, false
-	}
+	s.direct.record(handler, ss.subresource, ss.protocol, false)
+	ss.offered(false)
 	ss.count()
-	u, err = newURL(r.Context())
-	if err != nil {
-		ss.fail(w, r, cri.HTTPStatus(err), err)
-		return nil, false
+	if next, err = q.runtimeURL(ctx, s.cfg.URLs); err != nil {
+		ss.refuse(w, r, cri.HTTPStatus(err), err)
+		return legs{}, nil, false
 	}
-	return u, true
+	return legs{}, next, true
 }
 
 // runtimeHandler names the handler serving pod, for the refusal memory; ""

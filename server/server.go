@@ -1,7 +1,14 @@
 // Package server is kubestream's kubelet-side streaming server: it serves
 // the kubelet API's /exec, /attach and /portForward, decides per request
-// whether to translate, tunnel or pass the upgrade through (protocol.go),
-// resolves pods through cri and hands sessions to translator.
+// whether to translate, tunnel or pass the upgrade through, resolves pods
+// through cri and hands sessions to translator.
+//
+// Reading order, one request's path: server.go (routes, authentication and
+// authorization), stream.go (serveStream: the whole path, and run, every
+// session's runner), admit.go with protocol.go (the route from the
+// headers, the session limits), request.go (what was asked, the runtime's
+// URL), open.go and direct.go (each route's legs), session.go (its
+// metrics and audit record, and finish, every session's one wrap-up).
 package server
 
 import (
@@ -18,7 +25,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/endpoints/request"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
@@ -165,13 +172,13 @@ func New(cfg Config) (*Server, error) {
 	s.pfUpgrader = newUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1)
 	mux := http.NewServeMux()
 	for _, p := range []string{"/exec/{namespace}/{pod}/{container}", "/exec/{namespace}/{pod}/{uid}/{container}"} {
-		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.serveExec)))
+		mux.Handle(p, s.guard("proxy", streamHandler{s, Exec}))
 	}
 	for _, p := range []string{"/attach/{namespace}/{pod}/{container}", "/attach/{namespace}/{pod}/{uid}/{container}"} {
-		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.serveAttach)))
+		mux.Handle(p, s.guard("proxy", streamHandler{s, Attach}))
 	}
 	for _, p := range []string{"/portForward/{namespace}/{pod}", "/portForward/{namespace}/{pod}/{uid}"} {
-		mux.Handle(p, s.guard("proxy", http.HandlerFunc(s.servePortForward)))
+		mux.Handle(p, s.guard("proxy", streamHandler{s, PortForward}))
 	}
 	mux.Handle("/metrics", s.guard("metrics", cfg.Metrics.Handler()))
 	// /healthz (and /healthz/runtime) says whether sessions can be served:
@@ -204,6 +211,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// streamHandler serves one streaming subresource (stream.go).
+type streamHandler struct {
+	s   *Server
+	sub string
+}
+
+func (h streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.s.serveStream(w, r, h.sub)
 }
 
 // ServeHTTP implements http.Handler.
@@ -270,7 +287,7 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 				return
 			}
 			if decision == authorizer.DecisionAllow {
-				ctx := request.WithUser(klog.NewContext(r.Context(), logger.WithValues("user", u.GetName())), u)
+				ctx := apirequest.WithUser(klog.NewContext(r.Context(), logger.WithValues("user", u.GetName())), u)
 				next.ServeHTTP(w, r.WithContext(ctx))
 				return
 			}

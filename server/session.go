@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/component-base/metrics"
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
@@ -16,10 +17,11 @@ import (
 )
 
 // session is one streaming request from its route decision to its end. It
-// owns every metric the request touches, through the methods below:
-// requests (count), failures (fail, failed), active sessions and duration
-// (running), bytes (carried), direct offers (offered), session limits
-// (limited).
+// owns every metric and audit record the request touches, through the
+// methods below, in the order a request meets them: requests (count),
+// refusals before the session runs (refuse, handshakeFailed), the running
+// session (open), its end (finish: bytes, failures, duration), and direct
+// offers (offered) and session limits (limited) on the way.
 type session struct {
 	s           *Server
 	subresource string
@@ -35,10 +37,9 @@ type session struct {
 	// ev is the session's audit record (nil without an audit sink):
 	// written once when it starts running and once when it ends, or once
 	// when it is refused before that.
-	ev      *audit.Event
-	started bool
-	rec     *recording.Recorder // a tty session's recording, if any
-	handler string              // the pod's runtime handler, once a direct offer looked it up
+	ev     *audit.Event
+	rec    *recording.Recorder // a tty session's recording, if any
+	active metrics.GaugeMetric // kubestream_streaming_sessions_active, once open
 }
 
 // begin starts tracking a request. A direct candidate's count waits until
@@ -53,14 +54,6 @@ func (s *Server) begin(r *http.Request, sub string, d decision) *session {
 		ss.count()
 	}
 	return ss
-}
-
-// describe adds what the request asked for (command, streams, ports) to
-// the audit record.
-func (ss *session) describe(t target) {
-	if ss.ev != nil && t.describe != nil {
-		t.describe(ss.ev)
-	}
 }
 
 // record writes the audit record at stage, with the route as it stands.
@@ -123,35 +116,6 @@ func (ss *session) recordingFailed(r *http.Request, err error) {
 	}
 }
 
-// exited records how a remotecommand session ended: the status the client
-// was sent (nil: the client left first).
-func (ss *session) exited(st *metav1.Status) {
-	if ss.ev == nil {
-		return
-	}
-	if code := translator.ExitCode(st); code >= 0 {
-		ss.ev.ExitCode = &code
-	}
-	ss.ev.EndedBy = endedBy(st)
-	if st != nil && st.Status != metav1.StatusSuccess && ss.ev.ExitCode == nil {
-		ss.ev.EndReason = st.Message
-	}
-}
-
-// ended records why a session ended abnormally, and who ended it when
-// known ("" otherwise).
-func (ss *session) ended(by string, err error) {
-	if ss.ev == nil {
-		return
-	}
-	if by != "" {
-		ss.ev.EndedBy = by
-	}
-	if err != nil {
-		ss.ev.EndReason = err.Error()
-	}
-}
-
 // count adds the request to kubestream_streaming_requests_total under its
 // final route, once.
 func (ss *session) count() {
@@ -166,8 +130,9 @@ func (ss *session) count() {
 	ss.s.cfg.Metrics.requests.WithLabelValues(ss.subresource, proto, string(ss.route)).Inc()
 }
 
-// fail answers with an HTTP error, counted, logged and on record.
-func (ss *session) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+// refuse answers with an HTTP error before the session runs: counted,
+// logged and on record.
+func (ss *session) refuse(w http.ResponseWriter, r *http.Request, code int, err error) {
 	ss.count()
 	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), strconv.Itoa(code)).Inc()
 	klog.FromContext(r.Context()).V(2).Info("Streaming request failed", "subresource", ss.subresource, "route", ss.route, "code", code, "err", err)
@@ -175,33 +140,61 @@ func (ss *session) fail(w http.ResponseWriter, r *http.Request, code int, err er
 	http.Error(w, err.Error(), code)
 }
 
-// failed counts a failure the client has already heard of: "400" when the
-// WebSocket handshake failed (gorilla answered: the request's only
-// record), "session" when a session ended abnormally (why is in ended).
-func (ss *session) failed(code string) {
-	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), code).Inc()
-	if !ss.started {
-		ss.record(audit.StageResponseComplete, httpStatus(http.StatusBadRequest, "WebSocket handshake failed"))
-	}
+// handshakeFailed counts a WebSocket handshake that gorilla refused: the
+// client has its 400 with the reason, and this is the request's only
+// record.
+func (ss *session) handshakeFailed() {
+	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "400").Inc()
+	ss.record(audit.StageResponseComplete, httpStatus(http.StatusBadRequest, "WebSocket handshake failed"))
 }
 
-// running marks the session active (and on record, admitted) until the
-// returned func is called, which puts its end on record.
-func (ss *session) running() func() {
+// open marks the session running: counted, active, and on record as
+// admitted.
+func (ss *session) open() {
 	ss.count()
-	ss.started = true
 	ss.record(audit.StageResponseStarted, httpStatus(http.StatusSwitchingProtocols, ""))
-	m := ss.s.cfg.Metrics
-	g := m.active.WithLabelValues(ss.subresource, string(ss.route))
-	g.Inc()
-	return func() {
-		g.Dec()
-		took := time.Since(ss.start)
-		m.duration.WithLabelValues(ss.subresource, string(ss.route)).Observe(took.Seconds())
-		if ss.ev != nil {
-			ss.ev.DurationSeconds = took.Seconds()
-			ss.record(audit.StageResponseComplete, httpStatus(http.StatusSwitchingProtocols, ""))
+	ss.active = ss.s.cfg.Metrics.active.WithLabelValues(ss.subresource, string(ss.route))
+	ss.active.Inc()
+}
+
+// finish is a running session's one wrap-up, whatever carried it: the
+// recording closed, the bytes counted, how it ended on the audit record,
+// an abnormal end counted as a failure and logged, then the session no
+// longer active, its duration observed and its end on record.
+func (ss *session) finish(r *http.Request, o outcome) {
+	ss.closeRecording(r)
+	for ch, n := range o.bytes {
+		ss.carried(ch, n)
+	}
+	if ev := ss.ev; ev != nil {
+		if o.exited {
+			if code := translator.ExitCode(o.status); code >= 0 {
+				ev.ExitCode = &code
+			}
+			ev.EndedBy = endedBy(o.status)
+			if o.status != nil && o.status.Status != metav1.StatusSuccess && ev.ExitCode == nil {
+				ev.EndReason = o.status.Message
+			}
 		}
+		if o.endedBy != "" {
+			ev.EndedBy = o.endedBy
+		}
+		if o.err != nil {
+			ev.EndReason = o.err.Error()
+		}
+	}
+	m, logger, took := ss.s.cfg.Metrics, klog.FromContext(r.Context()), time.Since(ss.start)
+	if o.err != nil {
+		m.failures.WithLabelValues(ss.subresource, string(ss.route), "session").Inc()
+		logger.V(2).Info("Session ended abnormally", "route", ss.route, "endedBy", o.endedBy, "err", o.err)
+	} else {
+		logger.V(3).Info("Session ended", "route", ss.route, "exitCode", translator.ExitCode(o.status), "duration", took)
+	}
+	ss.active.Dec()
+	m.duration.WithLabelValues(ss.subresource, string(ss.route)).Observe(took.Seconds())
+	if ss.ev != nil {
+		ss.ev.DurationSeconds = took.Seconds()
+		ss.record(audit.StageResponseComplete, httpStatus(http.StatusSwitchingProtocols, ""))
 	}
 }
 

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"k8s.io/streaming/pkg/httpstream"
+)
+
+// decide classifies the request and marks the WebSockets kubestream would
+// translate or tunnel as candidates for the runtime's own WebSocket support.
+func (s *Server) decide(r *http.Request, sub string) decision {
+	d := classify(r, sub, s.webSocketsEnabled())
+	// Whether this pod's runtime handler refused lately is known only
+	// after its lookup (offerDirect).
+	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) && s.direct.auto()
+	return d
+}
+
+// admit decides the route, counts the request and answers it if it is
+// rejected or over a session limit; ok is false when the client has had
+// its answer. The caller defers ss.release().
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*session, bool) {
+	d := s.decide(r, sub)
+	ss := s.begin(r, sub, d)
+	if d.route == RouteRejected {
+		s.reject(w, r, ss, d)
+		return nil, false
+	}
+	pod := podRef(r)
+	release, full := s.slots.acquire(pod.Namespace + "/" + pod.Name)
+	if full != "" {
+		ss.limited(full)
+		w.Header().Set("Retry-After", "1")
+		ss.refuse(w, r, http.StatusTooManyRequests, fmt.Errorf("too many streaming sessions on this %s; retry later", full))
+		return nil, false
+	}
+	ss.release = release
+	return ss, true
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d decision) {
+	if len(d.accepted) > 0 {
+		w.Header().Set(httpstream.HeaderAcceptedProtocolVersions, strings.Join(d.accepted, ", "))
+		d.message += "; accepted: " + strings.Join(d.accepted, ", ")
+	}
+	ss.refuse(w, r, d.status, errors.New(d.message))
+}

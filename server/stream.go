@@ -1,0 +1,199 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/gorilla/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/cri"
+	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/translator"
+)
+
+// serveStream is the one path of every streaming request, exec, attach and
+// port-forward alike, read top to bottom:
+//
+//  1. admit: the route from the upgrade headers alone (protocol.go), the
+//     session limits (admit.go);
+//  2. parse the request (request.go) and ask the runtime for its URL;
+//  3. open the session's legs for the route (open.go): a WebSocket kubestream
+//     would translate or tunnel is first offered to the runtime as it is
+//     (direct.go);
+//  4. run the session to its end and wrap it up (run, below).
+//
+// Every failure before the session runs is answered with an HTTP error by
+// the step that met it; after that the session's own protocol says how it
+// ended.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string) {
+	ss, ok := s.admit(w, r, sub)
+	if !ok {
+		return
+	}
+	defer ss.release()
+	q, err := parseRequest(r, sub)
+	if err != nil {
+		ss.refuse(w, r, http.StatusBadRequest, err)
+		return
+	}
+	q.describe(ss.ev)
+	ctx := klog.NewContext(r.Context(), klog.FromContext(r.Context()).WithValues(q.logValues()...))
+	r = r.WithContext(ctx)
+	u, err := q.runtimeURL(ctx, s.cfg.URLs)
+	if err != nil {
+		ss.refuse(w, r, cri.HTTPStatus(err), err)
+		return
+	}
+
+	var l legs
+	if ss.route == RouteTranslated || ss.route == RouteTunneled {
+		if s.cfg.WebSocketRequested != nil {
+			s.cfg.WebSocketRequested(sub)
+		}
+		// The runtime may take the WebSocket itself (ss.route becomes
+		// RouteDirect); if it refused, u is a fresh URL.
+		if l, u, ok = s.offerDirect(w, r, ss, q, u); !ok {
+			return
+		}
+	}
+	switch ss.route {
+	case RouteTranslated:
+		l, ok = s.openTranslated(w, r, ss, q, u)
+	case RouteTunneled:
+		l, ok = s.openTunnel(w, r, ss, u)
+	case RouteProxiedSPDY:
+		l, ok = s.openRelaySPDY(w, r, ss, u)
+	case RouteProxiedWebSocket:
+		l, ok = s.openRelayWebSocket(w, r, ss, u)
+	}
+	if ok {
+		s.run(r, ss, l)
+	}
+}
+
+// legs are a session's two ends, open: the client's connection (upgraded
+// by kubestream, or taken over with its 101 still to write) and the
+// runtime's (dialled, or for a translation a way to dial it).
+type legs struct {
+	ws      *websocket.Conn // translated, tunneled: the client's WebSocket, answered
+	client  net.Conn        // direct, proxied: the client's connection, taken over
+	bw      *bufio.Writer   // ...where its 101 goes,
+	answer  http.Header     // ...with these headers
+	runtime net.Conn        // all but translated: the runtime's upgraded connection
+	dial    translator.DialFunc
+	streams translator.Options // translated
+	proto   string             // direct, proxied: the protocol the runtime chose
+}
+
+// run carries a session whose legs are open, whatever its route: tied to
+// the server's life (Shutdown ends it), counted active and on the audit
+// record from its start, recorded when due (a tty), and wrapped up once.
+func (s *Server) run(r *http.Request, ss *session, l legs) {
+	ctx, done := s.sessionContext(r.Context())
+	defer done()
+	ss.open()
+	ss.finish(r, s.carry(ctx, r, ss, l))
+}
+
+// outcome is how a session ended, whichever translator function carried
+// it: what session.finish turns into metrics, the audit record and a log
+// line.
+type outcome struct {
+	bytes map[string]uint64 // payload bytes by channel
+	// status is the command's end as the client was told it (nil: the
+	// client left first) when the carrier saw it (exited).
+	status *metav1.Status
+	exited bool
+	// endedBy names who ended the session when the carrier knows ("node":
+	// idle timeout or shutdown; "runtime": its connection was lost).
+	endedBy string
+	err     error // why it ended abnormally; nil for a normal end
+}
+
+// carry writes the 101 of a taken-over connection and hands the legs to
+// the translator function of the route.
+func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs) outcome {
+	if l.answer != nil {
+		if err := upgrade.SwitchProtocols(l.bw, l.answer); err != nil {
+			l.client.Close()
+			l.runtime.Close()
+			return outcome{err: fmt.Errorf("answering the client: %w", err)}
+		}
+	}
+	cfg, obs := s.cfg.Translator, ss.observer(r)
+	switch ss.route {
+	case RouteTranslated:
+		res := translator.ServeRemoteCommand(ctx, l.ws, l.dial, l.streams, cfg, obs)
+		o := outcome{bytes: map[string]uint64{}, status: res.Status, exited: true, err: res.Err}
+		for ch, n := range res.Bytes {
+			o.bytes[channelNames[ch]] = n
+		}
+		if res.NodeEnded {
+			o.endedBy = "node"
+		}
+		return o
+	case RouteTunneled:
+		res := translator.ServeTunnel(ctx, l.ws, l.runtime, cfg)
+		return outcome{bytes: map[string]uint64{"tunnel-up": res.BytesUp, "tunnel-down": res.BytesDown}, err: res.Err}
+	case RouteProxiedSPDY:
+		res := translator.RelaySPDY(ctx, l.client, l.runtime, l.proto, cfg, obs)
+		// v4 remotecommand: the node read the status on the error stream.
+		o := outcome{bytes: map[string]uint64{"spdy-up": res.BytesUp, "spdy-down": res.BytesDown},
+			status: res.Status, exited: res.Status != nil}
+		if res.Lost > 0 || res.Err != nil {
+			o.endedBy, o.err = "runtime", res.Err
+			if o.err == nil {
+				o.err = fmt.Errorf("the runtime cut the session; the client was told on %d error streams", res.Lost)
+			}
+		}
+		return o
+	default: // RouteDirect, RouteProxiedWebSocket: WebSocket to WebSocket
+		res := translator.Splice(ctx, l.client, l.runtime, l.proto, cfg, obs)
+		ch := "websocket"
+		if ss.route == RouteDirect {
+			ch = "direct"
+		}
+		// v5 and v4.channel.k8s.io: the node read the status; a direct
+		// remotecommand without one is a client that left first.
+		o := outcome{bytes: map[string]uint64{ch + "-up": res.BytesUp, ch + "-down": res.BytesDown}, status: res.Status,
+			exited: res.Status != nil || (ss.route == RouteDirect && ss.subresource != PortForward)}
+		if res.IdleTimeout {
+			o.endedBy = "node"
+		}
+		if res.RuntimeLost {
+			o.endedBy, o.err = "runtime", errors.New("container runtime connection lost")
+		}
+		return o
+	}
+}
+
+// sessionContext ties a session to the server's life, so Shutdown ends it.
+func (s *Server) sessionContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(s.baseCtx, cancel)
+	s.sessions.Add(1)
+	return ctx, func() {
+		stop()
+		cancel()
+		s.sessions.Done()
+	}
+}
+
+// upgradeStatus maps a failed runtime dial to the client's status: the
+// runtime's own 4xx passes on; an unreachable runtime is a bad gateway.
+func upgradeStatus(err error) int {
+	var ue *upgrade.Error
+	if errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500 {
+		return ue.StatusCode
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
