@@ -35,11 +35,9 @@ func binaryChannels(protocol string) bool {
 // the resize stream (channel 4). It unmasks copies, never the bytes passed
 // on. The up copier owns it.
 type clientFollower struct {
+	wire.Follower
 	obs       Observer
-	hdr       [wire.MaxHeader]byte
-	hdrLen    int
-	left      int64
-	key       [4]byte
+	key       [wire.MaskLen]byte
 	pos       int // the mask position within the frame's payload
 	control   bool
 	atPayload bool
@@ -51,31 +49,16 @@ type clientFollower struct {
 
 func (c *clientFollower) follow(b []byte) {
 	for len(b) > 0 {
-		if c.left > 0 {
-			k := min(c.left, int64(len(b)))
-			c.payload(b[:k])
-			c.left -= k
-			b = b[k:]
+		h, header, payload, rest := c.Next(b)
+		b = rest
+		if !header {
+			c.payload(payload)
 			continue
 		}
-		c.hdr[c.hdrLen] = b[0]
-		c.hdrLen++
-		b = b[1:]
-		if c.hdrLen < 2 || c.hdrLen < wire.HeaderLen(c.hdr[1]) {
-			continue
+		c.key, c.pos, c.control = h.Key, 0, h.Op >= websocket.CloseMessage
+		if h.Op == websocket.BinaryMessage || h.Op == websocket.TextMessage {
+			c.atPayload, c.channel = h.Len > 0, noChannel
 		}
-		h := c.hdr[:c.hdrLen]
-		n := int64(wire.PayloadLen(h) & (1<<63 - 1))
-		op := int(h[0] & wire.OpcodeMask)
-		c.key = [4]byte{}
-		if h[1]&wire.MaskBit != 0 {
-			copy(c.key[:], h[len(h)-wire.MaskLen:])
-		}
-		c.pos, c.control = 0, op >= websocket.CloseMessage
-		if op == websocket.BinaryMessage || op == websocket.TextMessage {
-			c.atPayload, c.channel = n > 0, noChannel
-		}
-		c.left, c.hdrLen = n, 0
 	}
 }
 

@@ -154,14 +154,14 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	for {
 		want := buf
 		if armGrace() {
-			if f.atBoundary() {
+			if f.AtBoundary() {
 				readErr = context.Cause(ctx)
 				if readErr == nil {
 					readErr = errSessionIdle
 				}
 				break
 			}
-			want = buf[:f.rest(len(buf))]
+			want = buf[:f.Room(len(buf))]
 		}
 		n, err := rt.Read(want)
 		if n > 0 {
@@ -181,7 +181,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 				_ = client.SetWriteDeadline(want)
 			}
 			_, werr := client.Write(buf[:n])
-			if f.atBoundary() {
+			if f.AtBoundary() {
 				cw.Unlock()
 				midFrame = false
 			}
@@ -234,7 +234,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 				msg += ": " + readErr.Error()
 			}
 		}
-		if f.atBoundary() {
+		if f.AtBoundary() {
 			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, _ = client.Write(endFrames(protocol, msg))
 		}
@@ -377,15 +377,14 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 		if _, err := io.ReadFull(br, h); err != nil {
 			return up
 		}
-		n := wire.PayloadLen(h)
-		if h[0]&wire.OpcodeMask == websocket.PingMessage && h[0]&wire.Fin != 0 && n <= wire.MaxControl && h[1]&wire.MaskBit != 0 {
+		hd := wire.DecodeHeader(h)
+		n := hd.Len
+		if hd.Op == websocket.PingMessage && hd.Fin && n <= wire.MaxControl && hd.Masked {
 			payload := buf[hlen : hlen+int(n)]
 			if _, err := io.ReadFull(br, payload); err != nil {
 				return up
 			}
-			var key [4]byte
-			copy(key[:], h[hlen-wire.MaskLen:])
-			wire.Unmask(key, 0, payload)
+			wire.Unmask(hd.Key, 0, payload)
 			pong := wire.ServerFrame(nil, websocket.PongMessage, payload)
 			cw.Lock()
 			_, _ = client.Write(pong)
@@ -415,14 +414,15 @@ func endFrames(protocol, msg string) []byte {
 	return wire.ServerFrame(nil, websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, wire.CloseReason(msg)))
 }
 
-// frameFollower tracks frame boundaries in a server-to-client byte stream
-// without copying it.
+// frameFollower follows a server-to-client byte stream (wire.Follower)
+// for what the node needs of it: whether a close went by, how many data
+// bytes (pings and pongs keep no session busy), and for the binary channel
+// protocols the output an Observer sees and the error channel's last
+// message.
 type frameFollower struct {
-	hdr      [wire.MaxHeader]byte
-	hdrLen   int   // header bytes seen of the frame starting now
-	left     int64 // payload bytes of the current frame still to come
+	wire.Follower
 	sawClose bool
-	data     uint64 // data frames' payload bytes so far (pings and pongs keep no session busy)
+	data     uint64 // data frames' payload bytes so far
 
 	// For the binary channel protocols (v5, v4.channel.k8s.io), the error
 	// channel's last message is kept (the audit record's exit code), in a
@@ -484,52 +484,26 @@ func (f *frameFollower) lastStatus() *metav1.Status {
 	return st
 }
 
-func (f *frameFollower) atBoundary() bool { return f.left == 0 && f.hdrLen == 0 }
-
-// rest is how many bytes may be read (at most max) without going past the
-// end of the frame in flight: header bytes one at a time, since the header's
-// own length shows only as it arrives.
-func (f *frameFollower) rest(max int) int {
-	if f.left > 0 {
-		return int(min(f.left, int64(max)))
-	}
-	return 1
-}
-
 func (f *frameFollower) follow(b []byte) {
 	for len(b) > 0 {
-		if f.left > 0 {
-			k := min(f.left, int64(len(b)))
-			f.keep(b[:k])
+		h, header, payload, rest := f.Next(b)
+		b = rest
+		if !header {
+			f.keep(payload)
 			if !f.control {
-				f.data += uint64(k)
+				f.data += uint64(len(payload))
 			}
-			f.left -= k
-			b = b[k:]
 			continue
 		}
-		f.hdr[f.hdrLen] = b[0]
-		f.hdrLen++
-		b = b[1:]
-		if f.hdrLen < 2 {
-			continue
-		}
-		if f.hdrLen < wire.HeaderLen(f.hdr[1]) { // a masked server frame is a protocol error, but counted right
-			continue
-		}
-		n := int64(wire.PayloadLen(f.hdr[:f.hdrLen]) & (1<<63 - 1))
-		op := int(f.hdr[0] & wire.OpcodeMask)
-		if op == websocket.CloseMessage {
+		if h.Op == websocket.CloseMessage {
 			f.sawClose = true
 		}
 		// A data frame's payload opens with its channel; a continuation
-		// goes on with the message it continues.
-		// Control frames (which may come between a message's fragments)
-		// are no part of it.
-		f.control = op >= websocket.CloseMessage
-		if op == websocket.BinaryMessage || op == websocket.TextMessage {
-			f.atPayload, f.channel = n > 0, noChannel
+		// goes on with the message it continues. Control frames (which
+		// may come between a message's fragments) are no part of it.
+		f.control = h.Op >= websocket.CloseMessage
+		if h.Op == websocket.BinaryMessage || h.Op == websocket.TextMessage {
+			f.atPayload, f.channel = h.Len > 0, noChannel
 		}
-		f.left, f.hdrLen = n, 0
 	}
 }

@@ -44,8 +44,8 @@ func TestFrameFollower(t *testing.T) {
 				next++
 			}
 			atEnd := next < len(ends) && ends[next] == fed
-			if f.atBoundary() != atEnd {
-				t.Fatalf("chunk %d, offset %d: atBoundary %v, want %v", chunk, fed, f.atBoundary(), atEnd)
+			if f.AtBoundary() != atEnd {
+				t.Fatalf("chunk %d, offset %d: atBoundary %v, want %v", chunk, fed, f.AtBoundary(), atEnd)
 			}
 		}
 		if f.sawClose {
@@ -55,7 +55,7 @@ func TestFrameFollower(t *testing.T) {
 		for i := 0; i < len(withClose); i += chunk {
 			g.follow(withClose[i:min(i+chunk, len(withClose))])
 		}
-		if !g.sawClose || !g.atBoundary() {
+		if !g.sawClose || !g.AtBoundary() {
 			t.Fatalf("chunk %d: close frame not followed", chunk)
 		}
 	}

@@ -3,8 +3,8 @@ package wire
 import "encoding/binary"
 
 // The RFC 6455 §5.2 frame header, named once for the client reader
-// (read.go), the translator's splice's frame follower and the frames the node writes
-// itself (splice.go).
+// (read.go), the Follower (follow.go) and the frames the node writes
+// itself.
 const (
 	Fin        = 0x80 // byte 0: the message's last frame
 	RSV        = 0x70 // byte 0: extension bits, none negotiated

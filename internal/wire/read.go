@@ -138,16 +138,13 @@ func (c *Conn) nextFrame() (int, error) {
 		if err := r.Fill(conn, hlen); err != nil {
 			return 0, err
 		}
-		h := r.Take(hlen)
-		u := PayloadLen(h)
-		if u > 1<<62 {
-			return 0, frameErrf("frame length %d", u)
+		h := DecodeHeader(r.Take(hlen))
+		if h.Len > 1<<62 {
+			return 0, frameErrf("frame length %d", h.Len)
 		}
-		n := int64(u)
-		copy(r.mask[:], h[hlen-MaskLen:])
-		r.maskPos = 0
-		r.left = n
-		fin, op := b0&Fin != 0, int(b0&OpcodeMask)
+		n := int64(h.Len)
+		r.mask, r.maskPos, r.left = h.Key, 0, n
+		fin, op := h.Fin, h.Op
 		if b0&RSV != 0 {
 			return 0, frameErrf("reserved bits set without an extension")
 		}
