@@ -103,11 +103,11 @@ PAUSE_TAG=3.10.2
 # plugins kubeadm's Corefile names), cached by that module's files.
 coredns_bin() {
 	local key out
-	key=$(cat hack/kind/coredns/go.mod hack/kind/coredns/go.sum hack/kind/coredns/main.go | sha256sum | cut -c1-12)
+	key=$( { echo static; cat hack/kind/coredns/go.mod hack/kind/coredns/go.sum hack/kind/coredns/main.go; } | sha256sum | cut -c1-12)
 	out=$CACHE/coredns-$COREDNS_TAG-$key
 	if [ ! -x "$out" ]; then
 		echo "kind.sh: building CoreDNS $COREDNS_TAG (minutes cold)" >&2
-		(cd hack/kind/coredns && go build -trimpath -ldflags "-s -w" -o "$out.tmp" .) && mv "$out.tmp" "$out"
+		(cd hack/kind/coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp" .) && mv "$out.tmp" "$out"
 	fi
 	echo "$out"
 }
@@ -335,6 +335,10 @@ up() {
 	img=$(image)
 	kind_env
 	down >/dev/null 2>&1 || true
+	# The network is made here, IPv4 only: kind would make it with IPv6,
+	# and the Docker daemon then turns on the host's IPv6 forwarding
+	# (net.ipv6.conf.all.forwarding), a kernel setting the host's own.
+	docker network create "$NET" >/dev/null
 	mkdir -p "$(dirname "$KUBECONFIG_OUT")"
 	render | "$kind" create cluster --name "$CLUSTER" --image "$img" --config - --kubeconfig "$KUBECONFIG_OUT" --wait 5m
 	kc wait --for=condition=Ready nodes --all --timeout=5m >/dev/null
