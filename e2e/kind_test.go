@@ -61,6 +61,23 @@ func TestKind(t *testing.T) {
 		}
 	})
 
+	// The cluster's add-ons built here run: CoreDNS (on the control plane)
+	// answers a pod on each worker, across the pod network, through
+	// kube-proxy's service address.
+	t.Run("dns", func(t *testing.T) {
+		cp := kc(t)
+		cp.must(nil, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=2m")
+		cp.must(nil, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=2m")
+		for _, flavour := range []string{"ws", "skew", "stock"} {
+			pod := kindPod(t, cp, flavour)
+			var r kubectlResult
+			waitFor(t, time.Minute, func() bool {
+				r = cp.kubectl(nil, "exec", pod, "-c", "app", "--", "nslookup", "kubernetes.default.svc.cluster.local")
+				return r.code == 0 && strings.Contains(r.stdout, "10.96.0.1")
+			})
+		}
+	})
+
 	for _, flavour := range []string{"ws", "skew", "stock"} {
 		t.Run(flavour, func(t *testing.T) {
 			cp, n := kc(t), nodes[flavour]

@@ -126,6 +126,9 @@ images() {
 	# The tests' pods: busybox, and a TCP echo server for port-forward.
 	CGO_ENABLED=0 go build -o "$tool/tcpecho" ./hack/tools/tcpecho
 	mk -name docker.io/kubestream/busybox:e2e -out "$dir/busybox.tar" -add "$tool/tcpecho=/bin/tcpecho"
+	# The routes between the nodes' pod CIDRs (manifests/kind/routes.yaml).
+	mk -name docker.io/kubestream/routes:kind -out "$dir/routes.tar" -add "$kubebin/kubectl=/usr/local/bin/kubectl" \
+		-add hack/kind/routes=/usr/local/bin/routes
 	for c in kube-apiserver kube-controller-manager kube-scheduler; do
 		mk -name "registry.k8s.io/$c:$KUBE_VERSION" -out "$dir/$c.tar" -add "$kubebin/$c=/usr/local/bin/$c"
 	done
@@ -136,7 +139,9 @@ images() {
 	gcc -Os -static -DVERSION="v$PAUSE_TAG" -o "$tool/pause" "$pause"
 	mk -name "registry.k8s.io/pause:$PAUSE_TAG" -out "$dir/pause.tar" -add "$tool/pause=/pause" -entrypoint /pause
 	libs=()
-	for lib in $(chroot "$rootfs" ldd /usr/sbin/xtables-nft-multi | grep -o '/[^ ]*'); do
+	for lib in $(for f in /usr/sbin/xtables-nft-multi "$rootfs"/usr/lib/x86_64-linux-gnu/xtables/*.so; do
+		chroot "$rootfs" ldd "${f#"$rootfs"}"
+	done | grep -o '/[^ ]*' | sort -u); do
 		libs+=(-add "$rootfs$lib=$lib")
 	done
 	for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
@@ -167,7 +172,7 @@ image() {
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
 	key=$( {
 		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
-		cat hack/kind/entrypoint hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go
+		cat hack/kind/entrypoint hack/kind/routes hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go
 		sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$(coredns_bin)" "$kubebin"/* | cut -c1-64
 	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
@@ -188,11 +193,11 @@ image() {
 	cp -L "$kubebin/kubectl" "$kubebin/kubeadm" "$kubebin/kubelet-stock" "$kubebin/kubelet-kubestream" \
 		"$kubebin/kubelet-kubestream-v1.35.4" "$tmp/root/usr/local/bin/"
 	ln -s /usr/local/bin/kubelet-stock "$tmp/root/usr/bin/kubelet"
-	install -m 0755 hack/kind/entrypoint hack/kind/files/kubestream-routes "$tmp/root/usr/local/bin/"
+	install -m 0755 hack/kind/entrypoint "$tmp/root/usr/local/bin/"
 	install -D -m 0644 hack/kubelet-tunables "$tmp/root/usr/local/share/kubestream/kubelet-tunables"
 	cp hack/kind/files/config.toml hack/kind/files/cni-template.json "$tmp/root/etc/containerd/"
 	cp hack/kind/files/default-storage.yaml "$tmp/root/kind/manifests/"
-	for f in containerd kubelet kubestream-images kubestream-routes; do
+	for f in containerd kubelet kubestream-images; do
 		cp "hack/kind/files/$f.service" "$tmp/root/etc/systemd/system/"
 		ln -s "../$f.service" "$tmp/root/etc/systemd/system/multi-user.target.wants/$f.service"
 	done
@@ -342,6 +347,18 @@ up() {
 	mkdir -p "$(dirname "$KUBECONFIG_OUT")"
 	render | "$kind" create cluster --name "$CLUSTER" --image "$img" --config - --kubeconfig "$KUBECONFIG_OUT" --wait 5m
 	kc wait --for=condition=Ready nodes --all --timeout=5m >/dev/null
+	kc apply -f manifests/kind/routes.yaml >/dev/null
+	kc -n kube-system rollout status daemonset/kubestream-routes --timeout=3m >/dev/null
+	# CoreDNS answers the cluster's own names and nothing else: the nodes'
+	# resolver is the Docker engine's, on a loopback address a pod cannot
+	# reach (CoreDNS would forward to itself), and nothing here may query
+	# outside the cluster's network.
+	kc -n kube-system get configmap coredns -o jsonpath='{.data.Corefile}' | sed '/^ *forward /,/^ *}/d' >"$KUBECONFIG_OUT.Corefile"
+	kc -n kube-system create configmap coredns --from-file=Corefile="$KUBECONFIG_OUT.Corefile" --dry-run=client -o yaml |
+		kc apply -f - >/dev/null 2>&1
+	rm -f "$KUBECONFIG_OUT.Corefile"
+	kc -n kube-system rollout restart deployment/coredns >/dev/null
+	kc -n kube-system rollout status deployment/coredns --timeout=3m >/dev/null
 	kc get nodes -L kubestream.io/flavour
 	for flavour in ws skew stock; do
 		node=$(kc get nodes -l "kubestream.io/flavour=$flavour" -o jsonpath='{.items[0].metadata.name}')
