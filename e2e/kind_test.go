@@ -19,7 +19,7 @@ import (
 // kindNode is one node of the kind cluster hack/kind.sh up made.
 type kindNode struct {
 	name, flavour, ip string
-	features         []string // status.declaredFeatures
+	features          []string // status.declaredFeatures
 }
 
 // TestKind runs kubectl, through the kind cluster's own kubeconfig, against
