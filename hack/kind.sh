@@ -287,7 +287,7 @@ systemd_running() {
 # own (both named, and removed by name) and checks what a node needs before
 # any kubelet: systemd running with no failed unit, containerd running a
 # nested container whose cgroup limit applies and a nested privileged one.
-# `make test-kind-node` runs it under the kernel-settings guard.
+# `make test-kind` runs it under the kernel-settings guard.
 node_test() {
 	local img name=kubestream-kind-nodetest flags out i
 	img=$(image)
