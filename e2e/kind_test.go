@@ -40,9 +40,8 @@ func TestKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := func(t *testing.T) *controlPlane {
-		return &controlPlane{t: t, bin: strings.TrimSpace(string(bin)), kubeconfig: kubeconfig}
-	}
+	cluster := &controlPlane{t: t, bin: strings.TrimSpace(string(bin)), kubeconfig: kubeconfig}
+	kc := cluster.forTest
 
 	nodes := kindNodes(t, kc(t))
 	t.Run("nodes", func(t *testing.T) {
@@ -165,11 +164,20 @@ func TestKind(t *testing.T) {
 		if !slices.Contains(after.features, "ExtendWebSocketsToKubelet") {
 			t.Errorf("after the replacement the node declares %v", after.features)
 		}
-		if r := cp.kubectl(nil, "exec", stockPod, "-c", "app", "--", "sh", "-c", "echo after; exit 4"); r.code != 4 || r.stdout != "after\n" {
+		// A restarted kubelet knows its pods once it has synced them from
+		// the apiserver (its /exec answers "does not exist" until then, as
+		// upstream's does): the first exec is retried until then.
+		var r kubectlResult
+		waitFor(t, time.Minute, func() bool {
+			r = cp.kubectl(nil, "exec", stockPod, "-c", "app", "--", "true")
+			return r.code == 0
+		})
+		before := nodeMetric(t, cp, n, "/metrics/streaming", "kubestream_streaming_requests_total", `route="translated"`)
+		if r = cp.kubectl(nil, "exec", stockPod, "-c", "app", "--", "sh", "-c", "echo after; exit 4"); r.code != 4 || r.stdout != "after\n" {
 			t.Fatalf("exec after the replacement: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
-		if got := nodeMetric(t, cp, n, "/metrics/streaming", "kubestream_streaming_requests_total", `route="translated"`); got != 1 {
-			t.Errorf("kubestream on the replaced kubelet translated %v execs, want 1", got)
+		if got := nodeMetric(t, cp, n, "/metrics/streaming", "kubestream_streaming_requests_total", `route="translated"`) - before; before == 0 || got != 1 {
+			t.Errorf("kubestream on the replaced kubelet translated %v execs before and %v more for one, want at least 1 and 1", before, got)
 		}
 		say("after the replacement")
 	})
@@ -192,6 +200,12 @@ func TestKind(t *testing.T) {
 		cp.must(nil, "wait", "--for=condition=Ready", "node/"+n.name, "--timeout=2m")
 		kindStreaming(t, cp, pod)
 	})
+}
+
+// forTest is kubectl against the same cluster for test t: a subtest's
+// failures must end its own goroutine.
+func (cp *controlPlane) forTest(t *testing.T) *controlPlane {
+	return &controlPlane{t: t, bin: cp.bin, kubeconfig: cp.kubeconfig}
 }
 
 // kindNodes reads the cluster's nodes by flavour (the label the cluster's
@@ -268,7 +282,7 @@ func kindPod(t *testing.T, cp *controlPlane, flavour string) string {
 // connections at once, then 16 MiB) and logs -f.
 func kindStreaming(t *testing.T, cp *controlPlane, pod string) {
 	t.Run("exec", func(t *testing.T) {
-		cp := &controlPlane{t: t, bin: cp.bin, kubeconfig: cp.kubeconfig}
+		cp := cp.forTest(t)
 		r := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 		if r.code != 3 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
 			t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
@@ -284,16 +298,16 @@ func kindStreaming(t *testing.T, cp *controlPlane, pod string) {
 		}
 	})
 	t.Run("cp", func(t *testing.T) {
-		kubectlCopy(t, &controlPlane{t: t, bin: cp.bin, kubeconfig: cp.kubeconfig}, pod, 64<<20)
+		kubectlCopy(t, cp.forTest(t), pod, 64<<20)
 	})
 	t.Run("attach", func(t *testing.T) {
-		kubectlAttach(t, &controlPlane{t: t, bin: cp.bin, kubeconfig: cp.kubeconfig}, pod, "echo")
+		kubectlAttach(t, cp.forTest(t), pod, "echo")
 	})
 	t.Run("port-forward", func(t *testing.T) {
-		forwardAndCheck(t, &controlPlane{t: t, bin: cp.bin, kubeconfig: cp.kubeconfig}, "pod/"+pod, 8080)
+		forwardAndCheck(t, cp.forTest(t), "pod/"+pod, 8080)
 	})
 	t.Run("logs", func(t *testing.T) {
-		cp := &controlPlane{t: t, bin: cp.bin, kubeconfig: cp.kubeconfig}
+		cp := cp.forTest(t)
 		_, lines, stderr := cp.background(t, false, "logs", "-f", pod, "-c", "log")
 		last := 0
 		for range 10 {

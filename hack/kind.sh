@@ -169,11 +169,15 @@ image() {
 	cbin=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/containerd-v2.4.2/bin
 	wsbin=$(hack/containerd.sh bin 2.4-ws)
 	crictl=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/crictl-v1.37.0/bin/crictl
+	# What the node runs (every kubelet a flavour of hack/kind/flavours may
+	# name, and kubeadm), and what images() packs.
+	local node=(kubectl kubeadm kubelet-stock kubelet-kubestream kubelet-kubestream-v1.35.4)
+	local packed=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
 	key=$( {
 		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
 		cat hack/kind/entrypoint hack/kind/routes hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go
-		sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$(coredns_bin)" "$kubebin"/* | cut -c1-64
+		sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$(coredns_bin)" "${node[@]/#/$kubebin/}" "${packed[@]/#/$kubebin/}" | cut -c1-64
 	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
 	if docker image inspect "$name" >/dev/null 2>&1; then
@@ -189,9 +193,7 @@ image() {
 	cp -L "$wsbin/containerd" "$tmp/root/usr/local/bin/containerd-kubestream"
 	ln -s containerd-stock "$tmp/root/usr/local/bin/containerd"
 	cp -L "$cbin/containerd-shim-runc-v2" "$cbin/ctr" "$crictl" "$tmp/root/usr/local/bin/"
-	# Every kubelet a flavour may name (hack/kind/flavours), and kubeadm.
-	cp -L "$kubebin/kubectl" "$kubebin/kubeadm" "$kubebin/kubelet-stock" "$kubebin/kubelet-kubestream" \
-		"$kubebin/kubelet-kubestream-v1.35.4" "$tmp/root/usr/local/bin/"
+	cp -L "${node[@]/#/$kubebin/}" "$tmp/root/usr/local/bin/"
 	ln -s /usr/local/bin/kubelet-stock "$tmp/root/usr/bin/kubelet"
 	install -m 0755 hack/kind/entrypoint "$tmp/root/usr/local/bin/"
 	install -D -m 0644 hack/kubelet-tunables "$tmp/root/usr/local/share/kubestream/kubelet-tunables"

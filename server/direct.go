@@ -102,12 +102,10 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 	cancel()
 	var ue *upgrade.Error
 	switch {
-	case errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500:
-		klog.FromContext(ctx).V(2).Info("Runtime refused the WebSocket; translating", "status", ue.StatusCode,
-			"protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)
-	case errors.Is(err, upgrade.ErrUnusableHandshake):
+	case errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500,
 		// A 101 the client would reject: the runtime does not speak it.
-		klog.FromContext(ctx).V(2).Info("Runtime answered the WebSocket with an unusable handshake; translating", "err", err,
+		errors.Is(err, upgrade.ErrUnusableHandshake):
+		klog.FromContext(ctx).V(2).Info("Runtime refused the WebSocket; translating", "err", err,
 			"protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)
 	case err != nil:
 		ss.refuse(w, r, upgradeStatus(err), err)
