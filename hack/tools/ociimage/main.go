@@ -33,10 +33,11 @@ func main() {
 	name := flag.String("name", "docker.io/kubestream/busybox:e2e", "image name")
 	out := flag.String("out", "image.tar", "output tarball (OCI image layout)")
 	entrypoint := flag.String("entrypoint", "", "comma-separated entrypoint (default: none, Cmd sh)")
+	cmd := flag.String("cmd", "", "comma-separated Cmd (default: sh without -entrypoint, none with it)")
 	var adds addFlag
 	flag.Var(&adds, "add", "SRC=DST: the file or directory SRC (symbolic links followed) at DST in the image; repeatable")
 	flag.Parse()
-	if err := run(*busybox, *name, *out, *entrypoint, adds); err != nil {
+	if err := run(*busybox, *name, *out, *entrypoint, *cmd, adds); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
@@ -66,7 +67,7 @@ func (a *addFlag) Set(v string) error {
 	return nil
 }
 
-func run(busybox, name, out, entrypoint string, adds addFlag) error {
+func run(busybox, name, out, entrypoint, cmd string, adds addFlag) error {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return err
@@ -92,6 +93,9 @@ func run(busybox, name, out, entrypoint string, adds addFlag) error {
 	if entrypoint != "" {
 		cfg["config"].(map[string]any)["Entrypoint"] = strings.Split(entrypoint, ",")
 		delete(cfg["config"].(map[string]any), "Cmd")
+	}
+	if cmd != "" {
+		cfg["config"].(map[string]any)["Cmd"] = strings.Split(cmd, ",")
 	}
 	cfgJSON, _ := json.Marshal(cfg)
 	cfgBlob, layerBlob := newBlob(cfgJSON), newBlob(layer)

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Kubernetes' own e2e tests of the streaming path (hack/upstream-e2e/focus.txt),
+# unchanged, against each worker of the kind cluster in turn: ws (kubestream
+# on containerd with kubestream's runtime-side server), skew (kubestream in
+# the v1.35.4 kubelet on stock containerd) and stock (upstream's kubelet).
+#
+#   hack/upstream-e2e.sh build    e2e.test and ginkgo v1.37.2 (go test -c
+#                                 k8s.io/kubernetes/test/e2e), agnhost and the
+#                                 images the cases name, cached by their inputs
+#   hack/upstream-e2e.sh run      against the running cluster (hack/kind.sh up):
+#                                 load the images into every node, then one pass
+#                                 per worker, the other two cordoned; junit
+#                                 reports and the table in _output/upstream-e2e
+#   hack/upstream-e2e.sh e2e      hack/kind.sh up, run, down (make test-upstream-e2e)
+#   hack/upstream-e2e.sh list     the cases the focus selects (no cluster needed)
+#
+# No image is pulled: the cases' images are named through KUBE_TEST_REPO_LIST
+# under localhost:5000 and preloaded into each node's containerd; a pull of
+# anything else goes to the node's own loopback, where nothing listens.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+KUBE_VERSION=v1.37.2
+CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}
+MOD=$ROOT/hack/upstream-e2e
+OUT=$ROOT/_output/upstream-e2e
+KUBECONFIG_KIND=$ROOT/_output/kind/kubeconfig
+REPO=localhost:5000
+FLAVOURS=(ws skew stock)
+# ginkgo processes per pass: the cases mostly wait for pods.
+PROCS=${UPSTREAM_E2E_PROCS:-4}
+export GOFLAGS=-buildvcs=false
+
+log() { echo "upstream-e2e.sh: $*" >&2; }
+
+# key is the hash of what the binaries are built from.
+key() { cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12; }
+bindir() { echo "$CACHE/upstream-e2e-$KUBE_VERSION-$(key)"; }
+
+# build builds e2e.test, ginkgo and agnhost into bindir, static and with the
+# flags hack/kube.sh builds the control plane with, so that the packages
+# they share are compiled once.
+build() {
+	local bin v ld
+	bin=$(bindir)
+	[ -x "$bin/e2e.test" ] && [ -x "$bin/ginkgo" ] && [ -x "$bin/agnhost" ] && return
+	mkdir -p "$bin.tmp"
+	v=k8s.io/component-base/version
+	ld="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean"
+	log "building e2e.test, ginkgo and agnhost $KUBE_VERSION (minutes cold on 2 cores)"
+	(cd "$MOD" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ld" -o "$bin.tmp/e2e.test" k8s.io/kubernetes/test/e2e &&
+		CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin.tmp/" github.com/onsi/ginkgo/v2/ginkgo k8s.io/kubernetes/test/images/agnhost)
+	rm -rf "$bin" && mv "$bin.tmp" "$bin"
+}
+
+# repolist writes the KUBE_TEST_REPO_LIST file: every registry the e2e
+# images name, under localhost:5000.
+repolist() {
+	local r
+	for r in gcAuthenticatedRegistry promoterE2eRegistry buildImageRegistry gcEtcdRegistry gcRegistry \
+		sigStorageRegistry privateRegistry invalidRegistry dockerLibraryRegistry cloudProviderGcpRegistry; do
+		echo "$r: $REPO/$r"
+	done >"$1"
+}
+
+# images writes the images the focused cases run (e2e.test --list-images
+# names more, for cases outside the focus) as OCI tarballs into
+# $(bindir)/images: agnhost (its binary on a busybox layer, as upstream's is
+# on alpine), busybox (Debian's static build) and pause (upstream's pause.c,
+# as hack/kind.sh builds it).
+images() {
+	local bin tool dir list agnhost busybox pause
+	bin=$(bindir)
+	dir=$bin/images
+	[ -f "$dir/.done" ] && return
+	tool=$(mktemp -d)
+	mkdir -p "$dir"
+	repolist "$tool/repos.yaml"
+	list=$(KUBE_TEST_REPO_LIST=$tool/repos.yaml "$bin/e2e.test" --list-images)
+	agnhost=$(grep -m1 "^$REPO/promoterE2eRegistry/agnhost:" <<<"$list")
+	busybox=$(grep -m1 "^$REPO/promoterE2eRegistry/busybox:" <<<"$list")
+	pause=$(grep -m1 "^$REPO/gcRegistry/pause:" <<<"$list")
+	go build -o "$tool/ociimage" ./hack/tools/ociimage
+	printf 'root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/home/user:/bin/sh\n' >"$tool/passwd"
+	"$tool/ociimage" -name "$agnhost" -out "$dir/agnhost.tar" -add "$bin/agnhost=/agnhost" \
+		-add "$bin/agnhost=/agnhost-2" -add "$tool/passwd=/etc/passwd" -entrypoint /agnhost -cmd pause
+	"$tool/ociimage" -name "$busybox" -out "$dir/busybox.tar"
+	gcc -Os -static -DVERSION="v${pause##*:}" -o "$tool/pause" \
+		"$(cd hack/kube && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+	"$tool/ociimage" -name "$pause" -out "$dir/pause.tar" -add "$tool/pause=/pause" -entrypoint /pause
+	rm -rf "$tool"
+	touch "$dir/.done"
+}
+
+kc() { "$(hack/kube.sh bin)/kubectl" --kubeconfig "$KUBECONFIG_KIND" "$@"; }
+
+# load imports the images into every node's containerd.
+load() {
+	local node img
+	for node in $(kc get nodes -o jsonpath='{.items[*].metadata.name}'); do
+		for img in "$(bindir)"/images/*.tar; do
+			docker exec -i "$node" ctr -n k8s.io images import --local - <"$img" >/dev/null
+		done
+	done
+}
+
+# focus turns a list file into ginkgo flags, one per non-comment line.
+flags() {
+	local flag=$1 file=$2 line
+	while IFS= read -r line; do
+		case "$line" in '' | '#'*) continue ;; esac
+		printf '%s=%s\n' "$flag" "$line"
+	done <"$file"
+}
+
+# node prints the name of the worker of a flavour.
+node() { kc get nodes -l "kubestream.io/flavour=$1" -o jsonpath='{.items[0].metadata.name}'; }
+
+# counters writes a node's ($1) streaming counters into $2/metrics-$3.txt and $2/runtime-$3.txt:
+# the kubelet's (kubestream's by route, upstream's WebSocket one, where the
+# kubelet has them), read through the apiserver, and the runtime-side
+# server's in containerd, read on the node's address in the cluster's own
+# network (hack/kind/files/config.toml), where containerd has it.
+counters() {
+	local ip
+	kc get --raw "/api/v1/nodes/$1/proxy/metrics" |
+		grep -E '^(kubestream_streaming_requests_total|kubelet_websocket_streaming_requests_total)' >"$2/metrics-$3.txt" || true
+	ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1")
+	curl -sf "http://$ip:1338/v1/metrics" | grep '^kubestream_runtime_streaming_requests_total' >"$2/runtime-$3.txt" || true
+}
+
+# pass runs the focused cases with every worker but $1's cordoned, so that
+# the cases' pods land on it.
+pass() {
+	local flavour=$1 target f n bin skip=()
+	bin=$(bindir)
+	target=$(node "$flavour")
+	for f in "${FLAVOURS[@]}"; do
+		n=$(node "$f")
+		if [ "$f" = "$flavour" ]; then kc uncordon "$n" >/dev/null; else kc cordon "$n" >/dev/null; fi
+	done
+	mkdir -p "$OUT/$flavour"
+	counters "$target" "$OUT/$flavour" before
+	[ "${UPSTREAM_E2E_SLOW:-0}" = 1 ] || mapfile -t skip < <(flags --skip hack/upstream-e2e/skip.txt)
+	[ "${UPSTREAM_E2E_SLOW:-0}" = 1 ] && skip=(--skip='\[Serial\]|\[Disruptive\]')
+	log "pass $flavour: the cases on node $target"
+	local rc=0
+	KUBE_TEST_REPO_LIST=$OUT/repos.yaml "$bin/ginkgo" --procs="$PROCS" --timeout=40m --no-color \
+		--junit-report="$OUT/$flavour/junit.xml" --output-dir="$OUT/$flavour" \
+		"${focus[@]}" "${skip[@]}" \
+		"$bin/e2e.test" -- \
+		--kubeconfig="$KUBECONFIG_KIND" --kubectl-path="$(hack/kube.sh bin)/kubectl" \
+		--provider=local --report-dir="$OUT/$flavour" --allowed-not-ready-nodes=0 \
+		--non-blocking-taints=node-role.kubernetes.io/control-plane \
+		>"$OUT/$flavour/e2e.log" 2>&1 || rc=$?
+	tail -n 25 "$OUT/$flavour/e2e.log" | grep -E '^(Ran|PASS|FAIL|Ginkgo ran|Test Suite)|Summarizing|\[FAIL\]' >&2 || true
+	counters "$target" "$OUT/$flavour" after
+	for f in "${FLAVOURS[@]}"; do kc uncordon "$(node "$f")" >/dev/null; done
+	return 0 # the table decides (a case may fail on every node)
+}
+
+run() {
+	local f focus=()
+	build
+	images
+	rm -rf "$OUT" && mkdir -p "$OUT"
+	repolist "$OUT/repos.yaml"
+	load
+	mapfile -t focus < <(flags --focus hack/upstream-e2e/focus.txt)
+	for f in "${FLAVOURS[@]}"; do pass "$f"; done
+	go run ./hack/tools/e2etable -dir "$OUT" -date "$(date -u +%Y-%m-%d)" "${FLAVOURS[@]}" | tee "$OUT/table.md"
+}
+
+list() {
+	local focus skip tmp
+	build
+	tmp=$(mktemp)
+	repolist "$tmp"
+	mapfile -t focus < <(flags --ginkgo.focus hack/upstream-e2e/focus.txt)
+	mapfile -t skip < <(flags --ginkgo.skip hack/upstream-e2e/skip.txt)
+	KUBE_TEST_REPO_LIST=$tmp "$(bindir)/e2e.test" --list-tests "${focus[@]}" "${skip[@]}" 2>/dev/null ||
+		KUBE_TEST_REPO_LIST=$tmp "$(bindir)/e2e.test" --ginkgo.dry-run --ginkgo.v "${focus[@]}" "${skip[@]}"
+	rm -f "$tmp"
+}
+
+e2e() {
+	trap 'hack/kind.sh down >/dev/null 2>&1 || true' EXIT
+	build
+	images
+	hack/kind.sh up
+	run
+}
+
+case "${1:-}" in
+build) build && images && bindir ;;
+run) run ;;
+e2e) e2e ;;
+list) list ;;
+*) sed -n '2,18p' "$0" >&2; exit 2 ;;
+esac
