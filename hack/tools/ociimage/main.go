@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,10 +35,11 @@ func main() {
 	out := flag.String("out", "image.tar", "output tarball (OCI image layout)")
 	entrypoint := flag.String("entrypoint", "", "comma-separated entrypoint (default: none, Cmd sh)")
 	cmd := flag.String("cmd", "", "comma-separated Cmd (default: sh without -entrypoint, none with it)")
+	user := flag.String("user", "", "the image's User (default: none, root)")
 	var adds addFlag
 	flag.Var(&adds, "add", "SRC=DST: the file or directory SRC (symbolic links followed) at DST in the image; repeatable")
 	flag.Parse()
-	if err := run(*busybox, *name, *out, *entrypoint, *cmd, adds); err != nil {
+	if err := run(*busybox, *name, *out, *entrypoint, *cmd, *user, adds); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
@@ -67,7 +69,7 @@ func (a *addFlag) Set(v string) error {
 	return nil
 }
 
-func run(busybox, name, out, entrypoint, cmd string, adds addFlag) error {
+func run(busybox, name, out, entrypoint, cmd, user string, adds addFlag) error {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return err
@@ -96,6 +98,9 @@ func run(busybox, name, out, entrypoint, cmd string, adds addFlag) error {
 	}
 	if cmd != "" {
 		cfg["config"].(map[string]any)["Cmd"] = strings.Split(cmd, ",")
+	}
+	if user != "" {
+		cfg["config"].(map[string]any)["User"] = user
 	}
 	cfgJSON, _ := json.Marshal(cfg)
 	cfgBlob, layerBlob := newBlob(cfgJSON), newBlob(layer)
@@ -223,6 +228,9 @@ func busyboxLayer(bin []byte, applets []string, adds addFlag) ([]byte, string, e
 		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
 		"etc/group":  "root:x:0:\n",
 	} {
+		if slices.ContainsFunc(files, func(f addedFile) bool { return f.name == name }) {
+			continue // -add gave its own
+		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content))}); err != nil {
 			return nil, "", err
 		}
