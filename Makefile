@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind cross fuzz bench bench-node lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -75,6 +75,18 @@ test-chain:
 test-kind:
 	$(GUARD) hack/kind.sh node-test
 	$(GUARD) hack/kind.sh e2e
+
+## test-critest-full: critest v1.37.0's whole suite against containerd v2.4.2 stock and with kubestream's
+## runtime-side server, side by side (_output/critest-full/table.md): the patch changes nothing else.
+test-critest-full:
+	$(GUARD) hack/critest.sh full
+
+## test-upstream-e2e: Kubernetes' own e2e v1.37.2, the cases of the streaming path (hack/upstream-e2e/focus.txt),
+## unchanged, on a kind cluster: a pass on each of the ws, skew and stock workers, the others cordoned; the
+## table and each worker's sessions by route in _output/upstream-e2e/table.md (docs/upstream-e2e.md).
+## UPSTREAM_E2E_SLOW=1 adds the [Slow] cases.
+test-upstream-e2e:
+	$(GUARD) hack/upstream-e2e.sh e2e
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.

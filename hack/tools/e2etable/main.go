@@ -53,13 +53,15 @@ func main() {
 	dir := flag.String("dir", "_output/upstream-e2e", "the run's output directory")
 	date := flag.String("date", "", "the run's date, for the heading")
 	stock := flag.String("stock", "stock", "the worker running upstream's kubelet")
+	title := flag.String("title", "Kubernetes v1.37.2 e2e, focused on the streaming path, on the kind cluster's workers", "the table's heading")
+	same := flag.Bool("same", false, "a case that fails alike everywhere is listed, not a problem: only a difference is")
 	flag.Parse()
 	workers := flag.Args()
 	if len(workers) == 0 {
 		fmt.Fprintln(os.Stderr, "e2etable: name the workers")
 		os.Exit(2)
 	}
-	ok, err := table(os.Stdout, *dir, *date, *stock, workers)
+	ok, err := table(os.Stdout, *dir, *title, *date, *stock, *same, workers)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2etable:", err)
 		os.Exit(2)
@@ -69,7 +71,7 @@ func main() {
 	}
 }
 
-func table(w io.Writer, dir, date, stock string, workers []string) (bool, error) {
+func table(w io.Writer, dir, title, date, stock string, same bool, workers []string) (bool, error) {
 	results := map[string]map[string]result{} // case → worker → result
 	var problems []string
 	for _, wk := range workers {
@@ -100,7 +102,7 @@ func table(w io.Writer, dir, date, stock string, workers []string) (bool, error)
 	}
 	sort.Strings(names)
 
-	fmt.Fprintf(w, "Kubernetes v1.37.2 e2e, focused on the streaming path, on the kind cluster's workers")
+	fmt.Fprint(w, title)
 	if date != "" {
 		fmt.Fprintf(w, " (%s)", date)
 	}
@@ -111,8 +113,17 @@ func table(w io.Writer, dir, date, stock string, workers []string) (bool, error)
 	for _, wk := range workers {
 		totals[wk] = map[string]int{}
 	}
-	var skips []string
+	var skips, alike []string
 	for _, n := range names {
+		everywhere := true
+		for _, wk := range workers {
+			if r, ok := results[n][wk]; !ok || r.status != "failed" {
+				everywhere = false
+			}
+		}
+		if same && everywhere {
+			alike = append(alike, fmt.Sprintf("%s: %s", n, results[n][stock].reason))
+		}
 		cells := make([]string, len(workers))
 		for i, wk := range workers {
 			r, ok := results[n][wk]
@@ -126,6 +137,8 @@ func table(w io.Writer, dir, date, stock string, workers []string) (bool, error)
 			case r.status == "skipped":
 				cells[i] = "skip"
 				skips = append(skips, fmt.Sprintf("%s on %s: %s", n, wk, r.reason))
+			case same && everywhere:
+				cells[i] = "fail"
 			default:
 				cells[i] = "**FAIL**"
 				problems = append(problems, fmt.Sprintf("%s: %q failed: %s", wk, n, r.reason))
@@ -135,6 +148,14 @@ func table(w io.Writer, dir, date, stock string, workers []string) (bool, error)
 			}
 			if ok && wk != stock && r.status != "passed" && results[n][stock].status == "passed" {
 				problems = append(problems, fmt.Sprintf("%q passes on %s and not on %s", n, stock, wk))
+			}
+		}
+		if same && !everywhere {
+			for _, wk := range workers[1:] {
+				if results[n][wk].status != results[n][workers[0]].status {
+					problems = append(problems, fmt.Sprintf("%q: %s on %s, %s on %s", n,
+						results[n][workers[0]].status, workers[0], results[n][wk].status, wk))
+				}
 			}
 		}
 		fmt.Fprintf(w, "| %s | %s |\n", escape(n), strings.Join(cells, " | "))
@@ -152,10 +173,21 @@ func table(w io.Writer, dir, date, stock string, workers []string) (bool, error)
 		}
 	}
 
-	fmt.Fprintln(w, "\nStreaming sessions the cases made, from each worker's own metrics (after − before):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| worker | kubestream, by route | upstream's kubelet_websocket_streaming_requests_total | containerd's runtime-side server, by protocol |")
-	fmt.Fprintln(w, "|---|---|---|---|")
+	if len(alike) > 0 {
+		fmt.Fprintln(w, "\nFailing alike on every one (what this machine cannot run), with the first line of the failure:")
+		for _, s := range alike {
+			fmt.Fprintln(w, "- "+escape(s))
+		}
+	}
+
+	if _, err := os.Stat(filepath.Join(dir, workers[0], "metrics-after.txt")); err != nil {
+		workers = nil // no metrics kept: not a cluster's run
+	} else {
+		fmt.Fprintln(w, "\nStreaming sessions the cases made, from each worker's own metrics (after − before):")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| worker | kubestream, by route | upstream's kubelet_websocket_streaming_requests_total | containerd's runtime-side server, by protocol |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+	}
 	for _, wk := range workers {
 		routes, err := delta(filepath.Join(dir, wk), "metrics", "kubestream_streaming_requests_total", "route")
 		if err != nil {
