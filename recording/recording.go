@@ -3,27 +3,22 @@
 // line, then one JSON array per event, [seconds, "o"|"i"|"r", data].
 //
 // A recording never slows its session down to the disk's pace: events are
-// encoded into blocks bounded in bytes, and written with asynchronous
-// direct writes that the session's goroutine submits and never waits for
-// (or, where the kernel or file system refuses those, by one writer
-// goroutine per recording); when the blocks are full, or the disk refuses a
-// write, the recording stops (and says why in Close's error), the session
-// goes on.
+// encoded into blocks bounded in bytes (MaxQueued), and one writer
+// goroutine per recording writes them, past the page cache on Linux
+// (O_DIRECT: a recording is written once and rarely read) and through it
+// elsewhere; when the blocks are full, or the disk refuses a write, the
+// recording stops (and says why in Close's error), the session goes on.
 package recording
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // Meta is what the header says about the session beside asciicast's own
@@ -52,9 +47,8 @@ type Header struct {
 }
 
 // MaxQueued bounds the bytes a recording may have waiting for the disk:
-// tens of milliseconds of a bulk tty session, enough to ride out a disk's
-// pauses (8 MiB was not: the bench's recordings were cut; figures in
-// docs/performance.md).
+// enough to ride out a disk's pauses on a bulk tty session (a smaller
+// queue cut the bench's recordings; docs/audit-and-recordings.md).
 const MaxQueued = 32 << 20
 
 // blockSize is the unit the session encodes into and the writer writes
@@ -62,12 +56,21 @@ const MaxQueued = 32 << 20
 // every byte again and again on a bulk session).
 const blockSize = 128 << 10
 
+// writeSize is how much of filled blocks the session hands the writer at
+// once: each hand-over wakes the writer's thread, and a direct write
+// costs less CPU the larger it is.
+const writeSize = 4 << 20
+
+// flushDelay is how long an event may wait in a partial block when the
+// session is quiet (twice that while it is busy: see flushTimer).
+const flushDelay = 50 * time.Millisecond
+
 // spare keeps written blocks for the next ones, every recording's, up to
-// maxSpare of them (8 MiB, kept for the process's life once a bulk
-// recording has used them). Fresh memory costs a page fault per 4 KiB,
-// which showed as a third of a bulk recording's cost when each recording
-// allocated its own; a sync.Pool is emptied by every garbage collection,
-// which a bulk session brings every few MiB.
+// maxSpare of them (kept for the process's life once a bulk recording has
+// used them). Fresh memory costs a page fault per 4 KiB, which showed as a
+// large share of a bulk recording's cost when each recording allocated
+// its own; a sync.Pool is emptied by every garbage collection, which a
+// bulk session brings every few MiB.
 var spare struct {
 	sync.Mutex
 	blocks [][]byte
@@ -103,27 +106,25 @@ var errBehind = errors.New("recording stopped: the disk could not keep up with t
 
 // Recorder records one session; its methods are translator.Observer's.
 //
-// The goroutine that forwards a frame encodes its event straight into the
-// recording's current block, in the one pass that escapes it (a queue of
-// raw copies for the writer to encode cost a copy more). Each writeSize of
-// filled blocks it submits to the disk itself, asynchronously (see file),
-// or, without that, hands to the recording's writer goroutine. Handing
-// them over woke a second thread some 550 times a second on a bulk
-// session, which cost it more than everything else the recording does.
-// Blocks are cut at aligned lengths so that the file can take them with
-// direct I/O.
+// Two goroutines share it. The session's goroutine that forwards a frame
+// encodes its event straight into the recording's current block, in the
+// one pass that escapes it (a queue of raw copies for the writer to
+// encode cost a copy more), and hands each writeSize of filled blocks to
+// the recording's writer goroutine, which writes them (file.go) and ends
+// at Close. Blocks are cut at aligned lengths while the file takes direct
+// I/O; the rest of a block begins the next one.
 type Recorder struct {
 	path  string
 	start time.Time
 	hdr   Header
 	stdin bool
 	wake  chan struct{} // one slot: there are bytes to write; closed by Close
-	done  chan error
+	done  chan error    // the writer's end: the error it stopped on, or nil
 
-	mu      sync.Mutex  // guards the fields below, taken by both session goroutines, the flush timer and the writer ("the writer" below: submit too)
-	full    [][]byte    // encoded blocks the writer has not taken yet, in order, each cut at an aligned length while direct
+	mu      sync.Mutex  // guards the fields below; taken by the session's goroutines, the flush timer and the writer
+	full    [][]byte    // filled blocks the writer has not taken yet, in order
 	cur     []byte      // the block being filled; nil after the writer took it
-	carry   []byte      // what the next block begins with: the tail of the block the writer took last
+	carry   []byte      // what the next block begins with: the unaligned tail of the block the writer took last
 	queued  int         // bytes in full and cur
 	direct  bool        // the file takes direct I/O: blocks are cut at aligned lengths
 	flush   *time.Timer // wakes the writer for everything, writeSize or not
@@ -133,27 +134,23 @@ type Recorder struct {
 	closed  bool        // wake is closed
 	stopped error       // why events are no longer taken
 	pending []byte      // the start of a UTF-8 sequence cut by a frame boundary
-	headed  bool
-	tails   int // partial blocks written on their own: through the page cache, or padded (tests)
-
-	// file is set when its writes are asynchronous: whoever fills or
-	// flushes blocks submits them (mu held), and there is no writer.
-	file *file
+	headed  bool        // the header is written: a resize is an event
 }
 
-// Start creates DIR/<auditID>.cast and its writer. An error means no
-// recording; the session goes on.
+// Start creates DIR/<auditID>.cast and its writer, with direct I/O where
+// the platform and file system have it. An error means no recording; the
+// session goes on.
 func Start(dir string, meta Meta, command []string, withStdin bool) (*Recorder, error) {
-	return start(dir, meta, command, withStdin, writeAsync)
+	return start(dir, meta, command, withStdin, true)
 }
 
-// start is Start, with the file written as mode asks where it can be.
-func start(dir string, meta Meta, command []string, withStdin bool, mode writeMode) (*Recorder, error) {
+// start is Start, asking for direct I/O or not.
+func start(dir string, meta Meta, command []string, withStdin, direct bool) (*Recorder, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("recording directory: %w", err)
 	}
 	path := filepath.Join(dir, meta.AuditID+".cast")
-	f, err := createFile(path, mode)
+	f, err := createFile(path, direct)
 	if err != nil {
 		return nil, fmt.Errorf("creating the recording: %w", err)
 	}
@@ -163,11 +160,7 @@ func start(dir string, meta Meta, command []string, withStdin bool, mode writeMo
 		hdr: Header{Version: 2, Width: 80, Height: 24, Timestamp: now.Unix(), Command: strings.Join(command, " "),
 			Title: meta.Namespace + "/" + meta.Pod + "/" + meta.Container, Env: map[string]string{"TERM": "xterm"}, Kubestream: meta},
 		direct: f.direct, wake: make(chan struct{}, 1), done: make(chan error, 1)}
-	if f.aio != nil {
-		r.file = f
-	} else {
-		go r.write(f)
-	}
+	go r.write(f)
 	return r, nil
 }
 
@@ -228,12 +221,11 @@ func (r *Recorder) add(kind byte, p []byte, utf8Join bool) {
 }
 
 // event encodes [at, "kind", "data"] and a newline into the blocks and
-// submits them (or wakes the writer) when there is writeSize to write (mu
-// held), or stops the recording when the disk is too far behind. The
+// wakes the writer when there is writeSize to write (mu held), or stops the recording when the disk is too far behind. The
 // string is encoded in pieces that fit the current block (an escaped byte
 // takes at most 6), cut only between characters.
 func (r *Recorder) event(kind byte, data []byte) {
-	if r.queued+r.inflight() > MaxQueued {
+	if r.queued > MaxQueued {
 		r.stopped = errBehind
 		return
 	}
@@ -250,16 +242,11 @@ func (r *Recorder) event(kind byte, data []byte) {
 	r.put([]byte{'"', ']', '\n'})
 	// Written a writeSize of filled blocks at a time, and the rest
 	// flushDelay after an event: waking the writer for every event cost a
-	// bulk session a futex call and two context switches per frame, and
-	// direct writes cost less CPU the larger they are.
+	// bulk session a futex call and two context switches per frame.
 	switch {
 	case len(r.full)*blockSize >= writeSize:
 		r.moved = true
-		if r.file != nil {
-			r.submit(false)
-		} else {
-			r.kick()
-		}
+		r.kick()
 	case r.armed:
 	case r.flush == nil:
 		r.flush = time.AfterFunc(flushDelay, r.flushTimer)
@@ -270,13 +257,12 @@ func (r *Recorder) event(kind byte, data []byte) {
 	}
 }
 
-// flushTimer writes the current block (or hands it to the writer),
-// flushDelay after an event, unless the session is busy: then its partial
-// block goes out with the next writeSize, and writing it alone now would
-// leave a block for the next write to wait for, or a page in the page
-// cache for it to take out again (twenty times a second on a bulk
-// session). The timer waits another flushDelay instead, so every event is
-// on disk within twice flushDelay.
+// flushTimer hands the writer the current block too, flushDelay after an
+// event, unless the session is busy: then its partial block goes out with
+// the next writeSize, and writing it alone now would leave a page in the
+// page cache for the next direct write to take out again (twenty times a
+// second on a bulk session). The timer waits another flushDelay instead,
+// so every event is on disk within twice flushDelay.
 func (r *Recorder) flushTimer() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -285,15 +271,6 @@ func (r *Recorder) flushTimer() {
 	case r.moved:
 		r.moved = false
 		r.flush.Reset(flushDelay)
-	case r.file != nil:
-		// Submitted, then collected at the next round, so that an idle
-		// recording holds no block.
-		r.submit(true)
-		if len(r.file.inflight) > 0 || r.stopped == nil && (r.cur != nil || len(r.full) > 0) {
-			r.flush.Reset(flushDelay)
-		} else {
-			r.armed = false
-		}
 	default:
 		r.flushed = true
 		r.kick()
@@ -335,95 +312,6 @@ func (r *Recorder) put(b []byte) {
 		r.cur, b = r.cur[:len(r.cur)+n], b[n:]
 		r.queued += n
 	}
-}
-
-// cutAt is how many of data's bytes, at most max (at least utf8.UTFMax),
-// end on a character's boundary: a JSON string cannot hold half of one. A
-// run of continuation bytes too long to be a character's is invalid
-// anyway, and cut where it is.
-func cutAt(data []byte, max int) int {
-	if len(data) <= max {
-		return len(data)
-	}
-	for n := max; n > max-utf8.UTFMax; n-- {
-		if utf8.RuneStart(data[n]) {
-			return n
-		}
-	}
-	return max
-}
-
-// flushDelay is how long an event may wait in a partial block when the
-// session is quiet (twice that while it is busy: see flushTimer).
-const flushDelay = 50 * time.Millisecond
-
-// writeSize is how much is written at once while the session goes on:
-// direct writes cost less CPU the larger they are (BenchmarkRecord's
-// figures in docs/performance.md).
-const writeSize = 1 << 20
-
-// inflight is what the disk holds of the recording's blocks (mu held).
-func (r *Recorder) inflight() int {
-	if r.file == nil {
-		return 0
-	}
-	return r.file.inflightBytes()
-}
-
-// submit is the writer's work where writes are asynchronous (mu held): it
-// collects the completed writes and submits the filled blocks, and with
-// all the current block too, its tail padded with zeros to an aligned
-// block and carried into the next, which rewrites it. It never waits:
-// while a padded block is being written the filled ones stay queued, since
-// the next write begins in it, and while maxInflight writes are. After a
-// failed write it writes no more; the error it stopped on is returned
-// (Close's).
-func (r *Recorder) submit(all bool) error {
-	if err := r.file.collect(false); err != nil {
-		r.stop(err)
-		return err
-	}
-	if r.stopped != nil && !r.closed || r.file.padInFlight() || len(r.file.inflight) >= maxInflight {
-		return nil
-	}
-	bufs := r.full
-	r.full = nil
-	var n int64
-	for _, b := range bufs {
-		n += int64(len(b))
-	}
-	r.queued -= int(n)
-	padded := false
-	if all && r.cur != nil {
-		k := r.cut()
-		r.carry = append(r.carry[:0], r.cur[k:]...)
-		switch {
-		case len(r.cur) > k:
-			b := r.cur[:k+align]
-			clear(b[len(r.cur):]) // the block's last user's bytes must not reach this file
-			bufs, padded = append(bufs, b), true
-		case k > 0:
-			bufs = append(bufs, r.cur)
-		default:
-			putBlock(r.cur)
-		}
-		n += int64(k)
-		r.cur, r.queued = nil, 0
-	}
-	if len(bufs) == 0 {
-		return nil
-	}
-	if err := r.file.submit(bufs, n, padded); err != nil {
-		for _, b := range bufs {
-			putBlock(b)
-		}
-		r.stop(err)
-		return err
-	}
-	if padded {
-		r.tails++
-	}
-	return nil
 }
 
 // stop ends the recording for err, the first one (mu held).
@@ -486,8 +374,7 @@ func (r *Recorder) write(f *file) {
 		full, tail = r.take(tail)
 		r.mu.Unlock()
 		werr = f.write(full)
-		wroteTail := werr == nil && len(tail) > 0
-		if wroteTail {
+		if werr == nil && len(tail) > 0 {
 			werr = f.writeTail(tail)
 		}
 		for _, b := range full {
@@ -498,9 +385,6 @@ func (r *Recorder) write(f *file) {
 			r.stop(werr)
 		}
 		r.direct = f.direct // a refused direct write turned it off
-		if wroteTail {
-			r.tails++
-		}
 		r.mu.Unlock()
 	}
 	for range r.wake { // until Close
@@ -526,137 +410,10 @@ func (r *Recorder) Close() error {
 		r.flush.Stop()
 	}
 	r.closed = true
-	if r.file != nil {
-		werr := r.finish()
-		r.mu.Unlock()
-		if werr != nil {
-			return fmt.Errorf("writing the recording: %w", werr)
-		}
-		return stopped
-	}
 	close(r.wake)
 	r.mu.Unlock()
 	if werr := <-r.done; werr != nil {
 		return fmt.Errorf("writing the recording: %w", werr)
 	}
 	return stopped
-}
-
-// finish writes what is left, waits for every write and cuts the file
-// after the last byte written (Close, mu held, asynchronous writes).
-func (r *Recorder) finish() error {
-	f := r.file
-	werr := f.collect(true) // a padded block, which the last write begins in
-	if werr == nil {
-		werr = r.submit(true)
-	}
-	if err := f.finish(f.off + int64(len(r.carry))); werr == nil {
-		werr = err
-	}
-	if err := f.Close(); werr == nil {
-		werr = err
-	}
-	return werr
-}
-
-// appendEventHead appends an event up to its string's opening quote:
-// [at, "kind", "
-func appendEventHead(b []byte, at float64, kind byte) []byte {
-	b = strconv.AppendFloat(append(b, '['), at, 'f', 6, 64)
-	return append(b, ',', ' ', '"', kind, '"', ',', ' ', '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-// special8 has the high bit set in a byte of w's eight if that byte, or
-// one before it, is a control character, a quote, a backslash or above
-// ASCII: the classic "has a zero byte" word tricks (a byte below n, or
-// equal to c, borrows in a subtraction). A borrow only starts at such a
-// byte and only moves up, so the lowest byte set is the first such byte.
-func special8(w uint64) uint64 {
-	return ((w - ones*0x20) | (w ^ ones*'"' - ones) | (w ^ ones*'\\' - ones) | w) & highs
-}
-
-// appendJSONChars appends s as the inside of a JSON string: printable
-// ASCII copied in runs, control characters, quote and backslash escaped,
-// valid UTF-8 as is, invalid bytes as U+FFFD (as encoding/json does).
-// Hand-written because it runs on every output frame of a recorded
-// session: encoding/json's reflection and its []any cost a third of the
-// session's throughput on a bulk tty transfer; this is one pass.
-func appendJSONChars(b []byte, s []byte) []byte {
-	start := 0 // s[start:i] is to be appended as it is
-	for i := plainUntil(s, 0); i < len(s); i = plainUntil(s, i) {
-		c := s[i]
-		switch {
-		case c >= utf8.RuneSelf:
-			if r, size := utf8.DecodeRune(s[i:]); r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case c == '"' || c == '\\':
-			b = append(append(b, s[start:i]...), '\\', c)
-		case c == '\n':
-			b = append(append(b, s[start:i]...), '\\', 'n')
-		case c == '\r':
-			b = append(append(b, s[start:i]...), '\\', 'r')
-		case c == '\t':
-			b = append(append(b, s[start:i]...), '\\', 't')
-		default:
-			b = append(append(b, s[start:i]...), '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		start = i
-	}
-	return append(b, s[start:]...)
-}
-
-// plainUntilWords is plainUntil in Go: the index of the first byte from i
-// on that needs a second look (special8's), or len(s). Eight bytes at a
-// time, the first such byte found in its word at once, and 32 at a time
-// once a run has begun: a terminal's output is mostly printable ASCII in
-// runs between escapes and line ends, which a first 32-byte test would
-// only overshoot.
-func plainUntilWords(s []byte, i int) int {
-	for i+8 <= len(s) {
-		if m := special8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-		for i += 8; i+32 <= len(s); i += 32 {
-			w := s[i : i+32]
-			if special8(binary.LittleEndian.Uint64(w))|special8(binary.LittleEndian.Uint64(w[8:]))|
-				special8(binary.LittleEndian.Uint64(w[16:]))|special8(binary.LittleEndian.Uint64(w[24:])) != 0 {
-				break
-			}
-		}
-	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			return i
-		}
-	}
-	return i
-}
-
-// incompleteTail is how many bytes at the end of b start a UTF-8 sequence
-// that is not complete yet (0-3).
-func incompleteTail(b []byte) int {
-	for i := 1; i <= 3 && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if c < 0x80 {
-			return 0
-		}
-		if c >= 0xC0 { // a leading byte: is its sequence complete?
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return i
-			}
-			return 0
-		}
-	}
-	return 0
 }

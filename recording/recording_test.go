@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ import (
 func (r *Recorder) backlog() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queued + r.inflight()
+	return r.queued
 }
 
 // BenchmarkAppendEvent is the encoder alone on 32 KiB frames: terminal
@@ -173,9 +174,9 @@ func TestMixedOutput(t *testing.T) {
 // after it is written whole with it, however the file is written.
 func TestQuietSessionOnDisk(t *testing.T) {
 	for _, mode := range writeModes {
-		t.Run(mode.String(), func(t *testing.T) {
+		t.Run(mode.name, func(t *testing.T) {
 			dir := t.TempDir()
-			r, err := start(dir, Meta{AuditID: "q"}, []string{"sh"}, false, mode)
+			r, err := start(dir, Meta{AuditID: "q"}, []string{"sh"}, false, mode.direct)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,53 +204,57 @@ func TestQuietSessionOnDisk(t *testing.T) {
 	}
 }
 
-// TestBusySessionNoTails: while a session keeps the writer busy, its
-// partial block is not written on its own every flushDelay (each such write
+// TestBusySessionNoTails: while a session keeps the writer busy (it
+// handed over writeSize since the flush timer was set), its partial block
+// is not handed to the writer on its own every flushDelay (each such tail
 // went through the page cache, for the next direct write to take out
-// again, or padded, for the next write to wait for); what it printed is all
-// there at the end.
+// again); the timer waits another flushDelay. Once the session is quiet
+// it is. What the session printed is all there at the end.
 func TestBusySessionNoTails(t *testing.T) {
-	for _, mode := range writeModes[:2] {
-		t.Run(mode.String(), func(t *testing.T) { busySessionNoTails(t, mode) })
-	}
-}
-
-func busySessionNoTails(t *testing.T, mode writeMode) {
-	dir := t.TempDir()
-	r, err := start(dir, Meta{AuditID: "busy"}, []string{"sh"}, false, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every second chunk hands the writer writeSize, the others leave a
-	// partial block and arm the timer. A loaded CI machine once held this
-	// goroutine up long enough for a flushDelay to pass without a
-	// writeSize: a tail after such a stall is the quiet case, and allowed.
-	chunk := []byte(strings.Repeat("0123456789abcde\n", 512<<10/16))
-	var sent strings.Builder
-	var at []time.Time
-	for start := time.Now(); time.Since(start) < 8*flushDelay; {
-		at = append(at, time.Now())
-		r.Output(1, chunk)
-		sent.Write(chunk)
-		time.Sleep(5 * time.Millisecond)
-	}
-	stalls := 0
-	for i := 2; i < len(at); i++ {
-		if at[i].Sub(at[i-2]) > flushDelay/2 {
-			stalls++
-		}
-	}
-	r.mu.Lock()
-	tails := r.tails
-	r.mu.Unlock()
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if tails > 1+stalls {
-		t.Errorf("%d partial blocks written on their own while the session was busy, want at most %d (1 + %d stalls of this test)", tails, 1+stalls, stalls)
-	}
-	if got := replayed(t, filepath.Join(dir, "busy.cast")); got != sent.String() {
-		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), sent.Len())
+	for _, mode := range writeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r, err := start(dir, Meta{AuditID: "busy"}, []string{"sh"}, false, mode.direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk := []byte(strings.Repeat("0123456789abcde\n", writeSize/16))
+			sent := "first\r\n" + string(chunk)
+			// The test plays the timer: the real one is stopped each time
+			// it is set, so a loaded machine cannot fire it in between.
+			r.Output(1, []byte("first\r\n")) // sets the timer
+			r.mu.Lock()
+			r.flush.Stop()
+			r.mu.Unlock()
+			r.Output(1, chunk) // writeSize: busy
+			r.mu.Lock()
+			busy := r.moved
+			r.mu.Unlock()
+			if !busy {
+				t.Fatal("writeSize of output did not mark the session busy")
+			}
+			r.flushTimer() // as if flushDelay had passed
+			r.mu.Lock()
+			r.flush.Stop()
+			flushed, armed := r.flushed, r.armed
+			r.mu.Unlock()
+			if flushed || !armed {
+				t.Fatalf("busy, the timer handed over the partial block (flushed %v) or stopped (armed %v)", flushed, armed)
+			}
+			r.flushTimer() // quiet since: the tail goes now
+			r.mu.Lock()
+			flushed = r.flushed || r.cur == nil
+			r.mu.Unlock()
+			if !flushed {
+				t.Fatal("quiet, the timer did not hand over the partial block")
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := replayed(t, filepath.Join(dir, "busy.cast")); got != sent {
+				t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), len(sent))
+			}
+		})
 	}
 }
 
@@ -286,12 +291,12 @@ func castOutput(b []byte) (string, error) {
 func TestBigEvent(t *testing.T) {
 	for _, mode := range writeModes {
 		dir := t.TempDir()
-		r, err := start(dir, Meta{AuditID: "b"}, nil, false, mode)
+		r, err := start(dir, Meta{AuditID: "b"}, nil, false, mode.direct)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.direct != (mode != writeBuffered) || (r.file != nil) != (mode == writeAsync) {
-			t.Fatalf("%v: direct I/O %v, asynchronous %v", mode, r.direct, r.file != nil)
+		if r.direct != (mode.direct && runtime.GOOS == "linux") {
+			t.Fatalf("%v: direct I/O %v", mode.name, r.direct)
 		}
 		text := strings.Repeat(strings.Repeat("y", 999)+"\n", 3*writeSize/1000)
 		r.Output(1, []byte(text))
@@ -299,73 +304,21 @@ func TestBigEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := replayed(t, filepath.Join(dir, "b.cast")); got != text {
-			t.Fatalf("%v: recorded %d bytes that differ from the %d sent", mode, len(got), len(text))
+			t.Fatalf("%v: recorded %d bytes that differ from the %d sent", mode.name, len(got), len(text))
 		}
 	}
 }
 
-// TestRefusedWriteWaits: a write the kernel will not queue without waiting
-// (here: pages of its range are in the page cache, as when someone reads
-// the recording while it is written) is refused under RWF_NOWAIT and
-// submitted again to wait, not lost and not the recording's end; a bulk
-// session's writes into allocated blocks are not refused.
-func TestRefusedWriteWaits(t *testing.T) {
-	dir := t.TempDir()
-	r, err := start(dir, Meta{AuditID: "w"}, nil, false, writeAsync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.file == nil { // as TestBigEvent, which needs them too
-		t.Fatal("no asynchronous direct writes on this kernel or file system")
-	}
-	path := filepath.Join(dir, "w.cast")
-	sent := "quiet\r\n"
-	r.Output(1, []byte(sent))
-	for deadline := time.Now().Add(10 * time.Second); replayedSoFar(path) != sent; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the output is not on disk")
-		}
-	}
-	// That read put the file's first pages in the page cache; the next
-	// write begins in the block the quiet tail was written in. Then 32
-	// MiB more: refused are only a new file's first write (the kernel
-	// checks its privileges once, under the inode's lock) and a write
-	// into blocks of two allocations (at 1, 2, 4, … MiB), a handful.
-	chunk := strings.Repeat("0123456789abcde\n", writeSize/16)
-	for range 32 {
-		r.Output(1, []byte(chunk))
-		sent += chunk
-		for r.backlog() > MaxQueued/2 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := replayed(t, path); got != sent {
-		t.Fatalf("recorded %d bytes that differ from the %d sent", len(got), len(sent))
-	}
-	writes := int(r.file.seq) - r.file.waited
-	if r.file.waited == 0 {
-		t.Fatal("no write was refused and submitted again, although the page cache held its range")
-	}
-	if r.file.waited > writes/2 {
-		t.Errorf("%d of %d writes refused: bulk writes into allocated blocks were refused too", r.file.waited, writes)
-	}
-	t.Logf("%d of %d writes refused and submitted again", r.file.waited, writes)
-}
-
-// TestPaddingIsZeros: a quiet session's last block, written padded to an
-// aligned length, is padded with zeros, not with what the block held for
-// another session before; an idle recording then holds no block; the file
-// ends where its output does once closed.
-func TestPaddingIsZeros(t *testing.T) {
+// TestQuietTailIsItsOwn: a quiet session's tail, written from a block
+// that held another session's bytes before, holds none of them; an idle
+// recording then holds no block; the file ends where its output does.
+func TestQuietTailIsItsOwn(t *testing.T) {
 	for range maxSpare {
 		b := getBlock()
 		putBlock(append(b, bytes.Repeat([]byte{'X'}, blockSize)...))
 	}
 	dir := t.TempDir()
-	r, err := start(dir, Meta{AuditID: "pad"}, nil, false, writeAsync)
+	r, err := Start(dir, Meta{AuditID: "pad"}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,14 +338,10 @@ func TestPaddingIsZeros(t *testing.T) {
 	if bytes.IndexByte(b, 'X') >= 0 {
 		t.Fatalf("another session's bytes are in the file: %q", b)
 	}
-	end := bytes.LastIndexByte(b, '\n') + 1
-	if len(b) < align || strings.Trim(string(b[end:]), "\x00") != "" {
-		t.Fatalf("the file is %d bytes, not padded with zeros after its %d", len(b), end)
-	}
-	// Idle, the recording holds no block: its write was collected.
+	// Idle, the recording holds no block: the writer took it.
 	for {
 		r.mu.Lock()
-		held := len(r.file.inflight) + len(r.full)
+		held := len(r.full)
 		if r.cur != nil {
 			held++
 		}
@@ -408,18 +357,17 @@ func TestPaddingIsZeros(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(end) {
-		t.Fatalf("closed, the file is %v bytes (%v), want %d", fi.Size(), err, end)
+	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(bytes.LastIndexByte(b, '\n')+1) {
+		t.Fatalf("closed, the file is %v bytes (%v), want %d", fi.Size(), err, bytes.LastIndexByte(b, '\n')+1)
 	}
 }
 
-// writeModes are the ways a recording's file is written, the one Start
-// asks for first.
-var writeModes = []writeMode{writeAsync, writeDirect, writeBuffered}
-
-func (m writeMode) String() string {
-	return [...]string{"async", "direct", "buffered"}[m]
-}
+// writeModes are the ways a recording's file is written: Start's (direct
+// I/O where the platform has it) and the portable one.
+var writeModes = []struct {
+	name   string
+	direct bool
+}{{"direct", true}, {"buffered", false}}
 
 // replayed is the output a recording's events hold, in order; it fails the
 // test on a line that is not a JSON event, or a file cut short.
