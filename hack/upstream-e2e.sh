@@ -150,7 +150,7 @@ pass() {
 		"${focus[@]}" "${skip[@]}" \
 		"$bin/e2e.test" -- \
 		--kubeconfig="$KUBECONFIG_KIND" --kubectl-path="$(hack/kube.sh bin)/kubectl" \
-		--provider=local --report-dir="$OUT/$flavour" --allowed-not-ready-nodes=0 \
+		--provider=skeleton --report-dir="$OUT/$flavour" --allowed-not-ready-nodes=0 \
 		--non-blocking-taints=node-role.kubernetes.io/control-plane \
 		>"$OUT/$flavour/e2e.log" 2>&1 || rc=$?
 	tail -n 25 "$OUT/$flavour/e2e.log" | grep -E '^(Ran|PASS|FAIL|Ginkgo ran|Test Suite)|Summarizing|\[FAIL\]' >&2 || true
