@@ -54,20 +54,21 @@ build() {
 }
 
 # repolist writes the KUBE_TEST_REPO_LIST file: every registry the e2e
-# images name, under localhost:5000.
+# images name, under localhost:5000 (the key in lower case: a repository's
+# path may not have capitals).
 repolist() {
 	local r
 	for r in gcAuthenticatedRegistry promoterE2eRegistry buildImageRegistry gcEtcdRegistry gcRegistry \
 		sigStorageRegistry privateRegistry invalidRegistry dockerLibraryRegistry cloudProviderGcpRegistry; do
-		echo "$r: $REPO/$r"
+		echo "$r: $REPO/${r,,}"
 	done >"$1"
 }
 
 # images writes the images the focused cases run (e2e.test --list-images
 # names more, for cases outside the focus) as OCI tarballs into
 # $(bindir)/images: agnhost (its binary on a busybox layer, as upstream's is
-# on alpine), busybox (Debian's static build) and pause (upstream's pause.c,
-# as hack/kind.sh builds it).
+# on alpine; the cases name two tags), busybox (Debian's static build) and
+# pause (upstream's pause.c, as hack/kind.sh builds it).
 images() {
 	local bin tool dir list agnhost busybox pause
 	bin=$(bindir)
@@ -77,13 +78,16 @@ images() {
 	mkdir -p "$dir"
 	repolist "$tool/repos.yaml"
 	list=$(KUBE_TEST_REPO_LIST=$tool/repos.yaml "$bin/e2e.test" --list-images)
-	agnhost=$(grep -m1 "^$REPO/promoterE2eRegistry/agnhost:" <<<"$list")
-	busybox=$(grep -m1 "^$REPO/promoterE2eRegistry/busybox:" <<<"$list")
-	pause=$(grep -m1 "^$REPO/gcRegistry/pause:" <<<"$list")
+	busybox=$(grep -m1 "^$REPO/promotere2eregistry/busybox:" <<<"$list")
+	pause=$(grep -m1 "^$REPO/gcregistry/pause:" <<<"$list")
 	go build -o "$tool/ociimage" ./hack/tools/ociimage
 	printf 'root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/home/user:/bin/sh\n' >"$tool/passwd"
-	"$tool/ociimage" -name "$agnhost" -out "$dir/agnhost.tar" -add "$bin/agnhost=/agnhost" \
-		-add "$bin/agnhost=/agnhost-2" -add "$tool/passwd=/etc/passwd" -entrypoint /agnhost -cmd pause
+	# Every agnhost tag the cases name (the current one and the previous
+	# one) is this agnhost.
+	for agnhost in $(grep "^$REPO/promotere2eregistry/agnhost:" <<<"$list"); do
+		"$tool/ociimage" -name "$agnhost" -out "$dir/agnhost-${agnhost##*:}.tar" -add "$bin/agnhost=/agnhost" \
+			-add "$bin/agnhost=/agnhost-2" -add "$tool/passwd=/etc/passwd" -entrypoint /agnhost -cmd pause
+	done
 	"$tool/ociimage" -name "$busybox" -out "$dir/busybox.tar"
 	gcc -Os -static -DVERSION="v${pause##*:}" -o "$tool/pause" \
 		"$(cd hack/kube && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
@@ -99,7 +103,7 @@ load() {
 	local node img
 	for node in $(kc get nodes -o jsonpath='{.items[*].metadata.name}'); do
 		for img in "$(bindir)"/images/*.tar; do
-			docker exec -i "$node" ctr -n k8s.io images import --local - <"$img" >/dev/null
+			docker exec -i "$node" ctr -n k8s.io images import --local - <"$img" 2>&1 >/dev/null | grep -v DEPRECATION >&2 || true
 		done
 	done
 }
