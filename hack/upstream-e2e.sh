@@ -28,7 +28,7 @@ KUBECONFIG_KIND=$ROOT/_output/kind/kubeconfig
 REPO=localhost:5000
 FLAVOURS=(ws skew stock)
 # ginkgo processes per pass: the cases mostly wait for pods.
-PROCS=${UPSTREAM_E2E_PROCS:-4}
+PROCS=${UPSTREAM_E2E_PROCS:-6}
 export GOFLAGS=-buildvcs=false
 
 log() { echo "upstream-e2e.sh: $*" >&2; }
@@ -36,6 +36,8 @@ log() { echo "upstream-e2e.sh: $*" >&2; }
 # key is the hash of what the binaries are built from.
 key() { cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12; }
 bindir() { echo "$CACHE/upstream-e2e-$KUBE_VERSION-$(key)"; }
+# imagedir is where images() leaves the images, keyed by their recipe too.
+imagedir() { echo "$(bindir)/images-$(cat "$0" "$MOD/printenv" hack/tools/ociimage/*.go | sha256sum | cut -c1-12)"; }
 
 # build builds e2e.test, ginkgo and agnhost into bindir, static and with the
 # flags hack/kube.sh builds the control plane with, so that the packages
@@ -66,14 +68,15 @@ repolist() {
 
 # images writes the images the focused cases run (e2e.test --list-images
 # names more, for cases outside the focus) as OCI tarballs into
-# $(bindir)/images: agnhost (its binary on a busybox layer, as upstream's is
+# $(imagedir): agnhost (its binary on a busybox layer, as upstream's is
 # on alpine; the cases name two tags), busybox (Debian's static build) and
 # pause (upstream's pause.c, as hack/kind.sh builds it).
 images() {
 	local bin tool dir list agnhost busybox pause
 	bin=$(bindir)
-	dir=$bin/images
+	dir=$(imagedir)
 	[ -f "$dir/.done" ] && return
+	rm -rf "$bin"/images-*
 	tool=$(mktemp -d)
 	mkdir -p "$dir"
 	repolist "$tool/repos.yaml"
@@ -86,9 +89,9 @@ images() {
 	# one) is this agnhost.
 	for agnhost in $(grep "^$REPO/promotere2eregistry/agnhost:" <<<"$list"); do
 		"$tool/ociimage" -name "$agnhost" -out "$dir/agnhost-${agnhost##*:}.tar" -add "$bin/agnhost=/agnhost" \
-			-add "$bin/agnhost=/agnhost-2" -add "$tool/passwd=/etc/passwd" -entrypoint /agnhost -cmd pause
+			-add "$bin/agnhost=/agnhost-2" -add "$tool/passwd=/etc/passwd" -add "$MOD/printenv=/usr/bin/printenv" -entrypoint /agnhost -cmd pause
 	done
-	"$tool/ociimage" -name "$busybox" -out "$dir/busybox.tar"
+	"$tool/ociimage" -name "$busybox" -out "$dir/busybox.tar" -add "$MOD/printenv=/usr/bin/printenv"
 	gcc -Os -static -DVERSION="v${pause##*:}" -o "$tool/pause" \
 		"$(cd hack/kube && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
 	"$tool/ociimage" -name "$pause" -out "$dir/pause.tar" -add "$tool/pause=/pause" -entrypoint /pause
@@ -102,7 +105,7 @@ kc() { "$(hack/kube.sh bin)/kubectl" --kubeconfig "$KUBECONFIG_KIND" "$@"; }
 load() {
 	local node img
 	for node in $(kc get nodes -o jsonpath='{.items[*].metadata.name}'); do
-		for img in "$(bindir)"/images/*.tar; do
+		for img in "$(imagedir)"/*.tar; do
 			docker exec -i "$node" ctr -n k8s.io images import --local - <"$img" 2>&1 >/dev/null | grep -v DEPRECATION >&2 || true
 		done
 	done
@@ -150,7 +153,7 @@ pass() {
 	log "pass $flavour: the cases on node $target"
 	local rc=0
 	KUBE_TEST_REPO_LIST=$OUT/repos.yaml "$bin/ginkgo" --procs="$PROCS" --timeout=40m --no-color \
-		--junit-report="$OUT/$flavour/junit.xml" --output-dir="$OUT/$flavour" \
+		--junit-report="$OUT/$flavour/junit.xml" \
 		"${focus[@]}" "${skip[@]}" \
 		"$bin/e2e.test" -- \
 		--kubeconfig="$KUBECONFIG_KIND" --kubectl-path="$(hack/kube.sh bin)/kubectl" \
