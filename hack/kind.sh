@@ -6,6 +6,7 @@
 #                         cluster "kubestream": a control plane and workers ws, skew, stock;
 #                         then exec through each worker; prints KUBECONFIG=...
 #   hack/kind.sh e2e      up, the e2e (e2e/kind_test.go) through the cluster's kubeconfig, down
+#                         (KIND_KEEP=1: the cluster stays up if the e2e passed)
 #   hack/kind.sh down     delete the cluster and its network, by name
 #   hack/kind.sh render   print the cluster's kind configuration
 #   hack/kind.sh probe    can this Docker engine start kind's privileged nodes? (an image
@@ -386,11 +387,16 @@ down() {
 }
 
 # e2e runs e2e/kind_test.go against a cluster made for it, and deletes it
-# whatever the outcome. `make test-kind` runs it under the kernel-settings
-# guard: the host's /proc/sys before the cluster starts and after it is
-# deleted.
+# whatever the outcome; with KIND_KEEP=1 it leaves the cluster for the
+# next stage (.ci/run: Kubernetes' own e2e, which deletes it), unless the
+# e2e failed. `make test-kind` runs it under the kernel-settings guard: the
+# host's /proc/sys before the cluster starts and after the stage.
 e2e() {
-	trap 'down >/dev/null 2>&1 || true' EXIT
+	if [ "${KIND_KEEP:-0}" = 1 ]; then
+		trap 'rc=$?; [ "$rc" = 0 ] || down >/dev/null 2>&1 || true' EXIT
+	else
+		trap 'down >/dev/null 2>&1 || true' EXIT
+	fi
 	up
 	KUBESTREAM_KIND_KUBECONFIG=$KUBECONFIG_OUT KUBESTREAM_KIND_CLUSTER=$CLUSTER \
 		go test -tags kind -run '^TestKind$' -count=1 -timeout 30m -v ./e2e/
