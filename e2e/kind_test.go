@@ -121,8 +121,21 @@ func TestKind(t *testing.T) {
 				waitFor(t, time.Minute, func() bool {
 					return nodeMetric(t, cp, n, "/metrics", "kubestream_streaming_sessions_active") == 0
 				})
-				if ps := nodeExec(t, n, "crictl", "ps", "-a", "-q", "--label", "io.kubernetes.pod.name="+pod); strings.TrimSpace(ps) != "" {
-					t.Errorf("containers of the deleted pod still on %s: %s", n.name, ps)
+				// The kubelet removes the pod's containers after the API
+				// object is gone, on its own schedule: a minute is
+				// plenty, and a container still there after it is left
+				// behind.
+				var ps string
+				deadline := time.Now().Add(time.Minute)
+				for {
+					ps = strings.TrimSpace(nodeExec(t, n, "crictl", "ps", "-a", "-q", "--label", "io.kubernetes.pod.name="+pod))
+					if ps == "" || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(2 * time.Second)
+				}
+				if ps != "" {
+					t.Errorf("containers of the deleted pod still on %s a minute after it was gone: %s", n.name, ps)
 				}
 			})
 		}
