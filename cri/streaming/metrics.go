@@ -8,6 +8,10 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	requests *prometheus.CounterVec
 	open     *prometheus.GaugeVec
+	// out holds output's two children, by path: kernel (splice) and copy.
+	out    *prometheus.CounterVec
+	kernel prometheus.Counter
+	copied prometheus.Counter
 }
 
 // NewMetrics registers the runtime server's metrics with reg
@@ -24,8 +28,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kubestream_runtime_streaming_sessions",
 			Help: "Sessions the runtime's streaming server serves itself (v5 and the port-forward tunnel) open now, by kind.",
-		}, []string{"kind"})}
-	for _, c := range []prometheus.Collector{m.requests, m.open} {
+		}, []string{"kind"}),
+		out: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubestream_runtime_streaming_output_bytes_total",
+			Help: "Output bytes (stdout and stderr) the runtime's streaming server sent in v5 sessions, by path: kernel (splice(2) from the runtime's pipe to the socket) or copy (through a buffer).",
+		}, []string{"path"})}
+	m.kernel, m.copied = m.out.WithLabelValues("kernel"), m.out.WithLabelValues("copy")
+	for _, c := range []prometheus.Collector{m.requests, m.open, m.out} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -48,4 +57,15 @@ func (m *Metrics) session(kind string) func() {
 	g := m.open.WithLabelValues(kind)
 	g.Inc()
 	return g.Dec
+}
+
+// output counts n bytes of output sent by the kernel path or a copy.
+func (m *Metrics) output(n int64, kernel bool) {
+	switch {
+	case m == nil || n == 0:
+	case kernel:
+		m.kernel.Add(float64(n))
+	default:
+		m.copied.Add(float64(n))
+	}
 }

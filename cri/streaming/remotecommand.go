@@ -61,10 +61,10 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 		p.stdin = stdinR
 	}
 	if opts.Stdout {
-		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize}
+		p.stdout = &outWriter{wc: wc, ch: remotecommand.StreamStdOut, size: s.config.BufferSize, m: s.config.Metrics}
 	}
 	if opts.Stderr && !opts.TTY {
-		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize}
+		p.stderr = &outWriter{wc: wc, ch: remotecommand.StreamStdErr, size: s.config.BufferSize, m: s.config.Metrics}
 	}
 	var resize chan TerminalSize
 	if opts.TTY {
@@ -211,24 +211,39 @@ func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
 
 // outWriter is the process's stdout or stderr: each Write becomes v5
 // messages of at most size bytes (wire.Conn.WriteChannel), holding no
-// buffer between writes.
+// buffer between writes. It is an io.ReaderFrom, so a runtime that copies
+// a process's output with io.Copy from a FIFO (containerd does) has it
+// moved to the client in the kernel (wire.Conn.ReadFromChannel).
 type outWriter struct {
 	wc   *wire.Conn
 	ch   byte
 	size int
+	m    *Metrics
 }
 
-var _ io.WriteCloser = (*outWriter)(nil)
+var (
+	_ io.WriteCloser = (*outWriter)(nil)
+	_ io.ReaderFrom  = (*outWriter)(nil)
+)
+
+// ReadFrom sends src's bytes until its EOF.
+func (o *outWriter) ReadFrom(src io.Reader) (int64, error) {
+	n, kernel, err := o.wc.ReadFromChannel(o.ch, src, o.size)
+	o.m.output(n, kernel)
+	return n, err
+}
 
 func (o *outWriter) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		k := min(len(p), o.size)
 		if err := o.wc.WriteChannel(o.ch, p[:k]); err != nil {
+			o.m.output(int64(written), false)
 			return written, err
 		}
 		p, written = p[k:], written+k
 	}
+	o.m.output(int64(written), false)
 	return written, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +113,8 @@ func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Re
 		sz := <-resize
 		fmt.Fprintf(out, "%dx%d", sz.Width, sz.Height)
 		return nil
+	case "pipes": // output copied from pipes as containerd copies its FIFOs
+		return pipeOutput(cmd[1], cmd[2], out, errw)
 	case "sleep":
 		<-ctx.Done()
 		return ctx.Err()
@@ -578,5 +581,152 @@ func TestProtocolErrorIsNeverSuccess(t *testing.T) {
 	defer ts.rt.mu.Unlock()
 	if ts.rt.cleanEOFs != 0 {
 		t.Fatalf("%d of %d processes read a clean EOF on input the client's protocol error cut off", ts.rt.cleanEOFs, runs)
+	}
+}
+
+// pattern is n bytes of stream's own text: a byte moved, lost or crossed
+// between streams shows.
+func pattern(stream string, n int) []byte {
+	var b bytes.Buffer
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "%s %08d\n", stream, i)
+	}
+	return b.Bytes()[:n]
+}
+
+// pipeOutput is a process whose stdout and stderr each write n bytes
+// (cmd[2], a size) into a pipe the runtime copies to the session with
+// io.Copy, as containerd copies a process's FIFOs. kind (cmd[1]) says what
+// the source is: "pipe" (Go's pollable pipe), "blocking" (a blocking pipe
+// descriptor, which Go's poller does not watch), "file" (a regular file:
+// no splice), "trickle" (a pipe written 4 KiB every 50 ms).
+func pipeOutput(kind, size string, out, errw io.Writer) error {
+	n, _ := strconv.Atoi(size)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for _, s := range []struct {
+		name string
+		w    io.Writer
+	}{{"stdout", out}, {"stderr", errw}} {
+		if s.w == nil {
+			continue
+		}
+		data := pattern(s.name, n)
+		r, w, err := source(kind, data)
+		if err != nil {
+			return err
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			_, err := io.Copy(s.w, r)
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			if w == nil {
+				return
+			}
+			defer w.Close()
+			for p := data; len(p) > 0; {
+				k := len(p)
+				if kind == "trickle" {
+					k = min(k, 4096)
+					time.Sleep(50 * time.Millisecond)
+				}
+				if _, err := w.Write(p[:k]); err != nil {
+					errs <- err
+					return
+				}
+				p = p[k:]
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// source is kind's reader of data, and the writer that fills it (nil for a
+// file, already written).
+func source(kind string, data []byte) (io.ReadCloser, io.WriteCloser, error) {
+	switch kind {
+	case "file":
+		f, err := os.CreateTemp("", "kubestream-output-")
+		if err != nil {
+			return nil, nil, err
+		}
+		_ = os.Remove(f.Name())
+		if _, err := f.Write(data); err != nil {
+			return nil, nil, err
+		}
+		_, err = f.Seek(0, io.SeekStart)
+		return f, nil, err
+	case "blocking":
+		var p [2]int
+		if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+			return nil, nil, err
+		}
+		return os.NewFile(uintptr(p[0]), "blocking-r"), os.NewFile(uintptr(p[1]), "blocking-w"), nil
+	}
+	return os.Pipe()
+}
+
+func (ts *testServer) output(path string) float64 {
+	return testutil.ToFloat64(ts.m.out.WithLabelValues(path))
+}
+
+// TestOutputFromPipes: a runtime that copies a process's output from a
+// pipe with io.Copy (containerd does, from its FIFOs) has it moved to the
+// client by the kernel on a plain connection, the counter says so, and the
+// client sees every byte, each stream on its own channel, before the
+// status. A regular file, a blocking descriptor and a TLS connection take
+// the copying path or the blocking splice with the same result.
+func TestOutputFromPipes(t *testing.T) {
+	const n = 3<<20 + 123
+	want := map[string]string{"stdout": string(pattern("stdout", n)), "stderr": string(pattern("stderr", n))}
+	for _, c := range []struct {
+		kind   string
+		tls    bool
+		kernel bool
+	}{
+		{"pipe", false, true},
+		{"blocking", false, true},
+		{"file", false, false},
+		{"pipe", true, false},
+	} {
+		t.Run(fmt.Sprintf("%s,tls=%v", c.kind, c.tls), func(t *testing.T) {
+			ts := startServer(t, nil, c.tls)
+			r := run(t, "v5", ts.execURL(t, false, false, true, "pipes", c.kind, strconv.Itoa(n)), nil, false, nil)
+			if r.err != nil || r.stdout != want["stdout"] || r.stderr != want["stderr"] {
+				t.Fatalf("err %v; stdout %d bytes (exact %v), stderr %d bytes (exact %v)", r.err,
+					len(r.stdout), r.stdout == want["stdout"], len(r.stderr), r.stderr == want["stderr"])
+			}
+			kernel, copied := ts.output("kernel"), ts.output("copy")
+			if c.kernel && (kernel != 2*n || copied != 0) || !c.kernel && (kernel != 0 || copied != 2*n) {
+				t.Fatalf("output by path: kernel %v, copy %v; want all %d by the kernel: %v", kernel, copied, 2*n, c.kernel)
+			}
+		})
+	}
+}
+
+// TestSplicedOutputKeepsSessionAlive: bytes the kernel moves count as the
+// session's activity, so output trickling for longer than the idle timeout
+// keeps the session open to the end.
+func TestSplicedOutputKeepsSessionAlive(t *testing.T) {
+	ts := start(t, func(c *Config) { c.StreamIdleTimeout = 400 * time.Millisecond })
+	const n = 4096 * 30 // 30 writes 50 ms apart: 1.5 s
+	r := run(t, "v5", ts.execURL(t, false, false, false, "pipes", "trickle", strconv.Itoa(n)), nil, false, nil)
+	if r.err != nil || r.stdout != string(pattern("stdout", n)) {
+		t.Fatalf("err %v, %d of %d bytes", r.err, len(r.stdout), n)
+	}
+	if got := ts.output("kernel"); got != n {
+		t.Fatalf("kernel path carried %v bytes, want %d", got, n)
 	}
 }
