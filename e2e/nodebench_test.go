@@ -73,6 +73,13 @@ func TestNodeBench(t *testing.T) {
 		{"kubestream", "kubelet-kubestream", "v1.37.2", true, stock, false},
 		{"direct", "kubelet-kubestream", "v1.37.2", true, ws, true},
 	}
+	// KUBESTREAM_BENCH_PATHS (names, comma-separated) runs some; stock-1.37
+	// always runs, first: every ratio is against it.
+	if only := os.Getenv("KUBESTREAM_BENCH_PATHS"); only != "" {
+		paths = slices.DeleteFunc(paths, func(p benchPath) bool {
+			return p.name != "stock-1.37" && !slices.Contains(strings.Split(only, ","), p.name)
+		})
+	}
 	for round := range b.rounds {
 		for _, p := range paths {
 			t.Run(fmt.Sprintf("%s/%d", p.name, round), func(t *testing.T) { b.run(t, p, round == 0) })
@@ -530,9 +537,10 @@ func (b *nodeBench) processes(t *testing.T, n *kubeletRun, endpoint string) benc
 	return ps
 }
 
-// countSyscalls counts the kubelet's, the apiserver's and containerd's
-// read and write system calls (perf's syscalls tracepoints) until the function it returns
-// is called, which gives them as "kubelet/read" and the like. Bytes per
+// countSyscalls counts the kubelet's, the apiserver's, containerd's and
+// the shims' read, write, writev, splice and sendmsg system calls (perf's
+// syscalls tracepoints) until the function it returns is called, which
+// gives them as "kubelet/read" and the like. Bytes per
 // call say how the bytes of a transfer were cut on each process's legs,
 // which CPU seconds alone do not. Without perf (or tracepoints) it counts
 // nothing.
@@ -546,15 +554,25 @@ func (ps benchProcs) countSyscalls(t *testing.T) func() map[string]float64 {
 		cmd  *exec.Cmd
 		out  bytes.Buffer
 	}
-	pids := map[string]int{"kubelet": ps.pids["kubelet"][0], "kube-apiserver": ps.pids["kube-apiserver"][0]}
-	if pid := ps.containerd(); pid > 0 {
-		pids["containerd"] = pid
+	pids := map[string][]string{
+		"kubelet":        {strconv.Itoa(ps.pids["kubelet"][0])},
+		"kube-apiserver": {strconv.Itoa(ps.pids["kube-apiserver"][0])},
 	}
+	ps.runtimeProcs(func(pid int, cmdline []byte) {
+		name := "shim"
+		if isContainerd(cmdline) {
+			name = "containerd"
+		}
+		pids[name] = append(pids[name], strconv.Itoa(pid))
+	})
 	var cs []*counter
 	for name, pid := range pids {
 		c := &counter{name: name}
-		c.cmd = exec.Command(perf, "stat", "-x", ",", "-e", "syscalls:sys_enter_read,syscalls:sys_enter_write",
-			"-p", strconv.Itoa(pid))
+		// writev: Go's net.Buffers (the runtime side's frame header and
+		// payload); splice and sendmsg: its kernel path.
+		c.cmd = exec.Command(perf, "stat", "-x", ",", "-e", "syscalls:sys_enter_read,syscalls:sys_enter_write,"+
+			"syscalls:sys_enter_writev,syscalls:sys_enter_splice,syscalls:sys_enter_sendmsg",
+			"-p", strings.Join(pid, ","))
 		c.cmd.Stderr = &c.out // perf stat writes its counts there
 		if err := c.cmd.Start(); err != nil {
 			t.Logf("perf stat: %v", err)
@@ -607,7 +625,7 @@ func (ps benchProcs) runtimeProcs(fn func(pid int, cmdline []byte)) {
 func (ps benchProcs) containerd() int {
 	found := 0
 	ps.runtimeProcs(func(pid int, cmdline []byte) {
-		if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); filepath.Base(string(argv0)) == "containerd" {
+		if isContainerd(cmdline) {
 			found = pid
 		}
 	})
@@ -615,7 +633,11 @@ func (ps benchProcs) containerd() int {
 }
 
 // cpu is each process's CPU seconds so far; "runtime" sums the runtime's
-// processes with their reaped children.
+// processes with their reaped children, and splits into "containerd" (the
+// daemon: its CRI streaming server copies the streams), "shim" (the shims'
+// own time: they copy between the process's pipes and containerd's FIFOs)
+// and "reaped" (what the shims reaped: runc, and the processes in the
+// container once they exit).
 func (ps benchProcs) cpu() map[string]float64 {
 	m := map[string]float64{}
 	for name, pids := range ps.pids {
@@ -623,8 +645,25 @@ func (ps benchProcs) cpu() map[string]float64 {
 			m[name] += pidCPU(pid)
 		}
 	}
-	ps.runtimeProcs(func(pid int, _ []byte) { m["runtime"] += pidCPU(pid) })
+	ps.runtimeProcs(func(pid int, cmdline []byte) {
+		all := pidCPU(pid)
+		m["runtime"] += all
+		if isContainerd(cmdline) {
+			m["containerd"] += all
+			return
+		}
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		reaped, _ := statCPU(string(data), false)
+		m["shim"] += all - reaped
+		m["reaped"] += reaped
+	})
 	return m
+}
+
+// isContainerd tells the daemon's command line from a shim's.
+func isContainerd(cmdline []byte) bool {
+	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+	return filepath.Base(string(argv0)) == "containerd"
 }
 
 func (ps benchProcs) rss(t *testing.T, name string) float64 {
@@ -779,6 +818,21 @@ func (b *nodeBench) report(paths []benchPath) string {
 			row(tr.title+" / "+proc, tr.key+"/cpu/"+proc, "%.2f", true)
 		}
 	}
+	fmt.Fprintf(&w, "\n## The runtime, by process (CPU seconds per GiB, lower is better)\n\n"+
+		"containerd is the daemon (its CRI streaming server: the streams between the kubelet and the FIFOs); "+
+		"shim is the shims' own time (the copies between the process's pipes and containerd's FIFOs); "+
+		"reaped is what the shims reaped (runc, and the processes in the container once they exit: "+
+		"for exec that includes the container row's process). "+
+		"The floor is shim and reaped together: the runtime's cost that no streaming server can cut.\n\n")
+	header("transfer / process")
+	for _, tr := range benchTransfers {
+		for _, proc := range []string{"containerd", "shim", "reaped"} {
+			row(tr.title+" / "+proc, tr.key+"/cpu/"+proc, "%.2f", true)
+		}
+		if strings.HasPrefix(tr.key, "exec-") {
+			row(tr.title+" / container", tr.key+"/cpu/container", "%.2f", true)
+		}
+	}
 	fmt.Fprintf(&w, "\n## The same above each process's CPU at rest (lower is better)\n\n"+
 		"CPU seconds per GiB less what the process spent at rest for as long as the transfer took, "+
 		"its rate at rest measured over %v on each fresh node before the transfers (table below): the transfer's own cost. "+
@@ -795,13 +849,18 @@ func (b *nodeBench) report(paths []benchPath) string {
 		row(proc, "idle/cpu/"+proc, "%.3f", false)
 	}
 	if _, ok := b.samples[paths[0].name]["exec-stdout/sys/kubelet/write"]; ok {
-		fmt.Fprintf(&w, "\n## KiB per read and per write system call (perf's syscalls tracepoints; higher is fewer calls)\n\n"+
+		fmt.Fprintf(&w, "\n## KiB per system call (perf's syscalls tracepoints; higher is fewer calls)\n\n"+
 			"A transfer's bytes divided by the process's read or write calls while it ran: how finely each process's legs cut them "+
 			"(kubelet: the runtime leg and the apiserver leg together, each byte read once and written once; "+
-			"containerd: its streaming server and the container's output pipes; a few calls of each process's own housekeeping are counted too).\n\n")
+			"containerd: its streaming server and the container's output FIFOs; shim: the process's pipes and containerd's FIFOs; "+
+			"a few calls of each process's own housekeeping are counted too; a row appears where some path made such calls).\n\n")
 		header("transfer / process, call")
 		for _, tr := range benchTransfers {
-			for _, key := range []string{"kubelet/read", "kubelet/write", "kube-apiserver/read", "kube-apiserver/write", "containerd/read", "containerd/write"} {
+			for _, key := range []string{"kubelet/read", "kubelet/write", "kube-apiserver/read", "kube-apiserver/write",
+				"containerd/read", "containerd/write", "containerd/writev", "containerd/splice", "containerd/sendmsg", "shim/read", "shim/write"} {
+				if !b.any(paths, tr.key+"/sys/"+key) {
+					continue
+				}
 				row(tr.title+" / "+strings.Replace(key, "/", ", ", 1), tr.key+"/sys/"+key, "%.1f", true)
 			}
 		}
@@ -845,7 +904,47 @@ func (b *nodeBench) report(paths []benchPath) string {
 	target("slow reader, kubestream: bytes lost = 0", b.median("kubestream", "slow/lost-bytes"), 0, false, "")
 	target("slow reader, kubestream: sessions reset = 0", b.median("kubestream", "slow/resets"), 0, false, "")
 	target("slow reader, direct: bytes lost = 0", b.median("direct", "slow/lost-bytes"), 0, false, "")
+
+	// Issue 28: the runtime's copy path, direct against stock-1.37. The
+	// floor is the best the ratio could be with containerd's own cost at
+	// nothing: the shims' and what they reaped (in this run).
+	fmt.Fprintf(&w, "\n## Targets (issue 28), this run\n\n| target | measured | floor | met |\n|---|---|---|---|\n")
+	floor := func(figure string) float64 {
+		return (b.median("direct", figure+"/cpu/shim") + b.median("direct", figure+"/cpu/reaped")) / b.median("stock-1.37", figure+"/cpu/runtime")
+	}
+	for _, c := range []struct {
+		name, figure string
+		limit        float64
+		atLeast      bool
+		floor        float64
+	}{
+		{"`kubectl exec` stdout throughput, direct ÷ stock-1.37 ≥ 1.6×", "exec-stdout/MB/s", 1.6, true, math.NaN()},
+		{"runtime CPU/GiB, exec stdout, direct ÷ stock-1.37 ≤ 0.6×", "exec-stdout/cpu/runtime", 0.6, false, floor("exec-stdout")},
+		{"runtime CPU/GiB, exec stdin, direct ÷ stock-1.37 ≤ 0.7×", "exec-stdin/cpu/runtime", 0.7, false, floor("exec-stdin")},
+		{"`kubectl cp` into the pod, direct ÷ stock-1.37 ≥ 2.0×", "cp-in/MB/s", 2.0, true, math.NaN()},
+	} {
+		v := ratio("direct", "stock-1.37", c.figure)
+		ok := v <= c.limit
+		if c.atLeast {
+			ok = v >= c.limit
+		}
+		fl := "—"
+		if !math.IsNaN(c.floor) {
+			fl = fmt.Sprintf("%.2f×", c.floor)
+		}
+		fmt.Fprintf(&w, "| %s | %.2f× | %s | %s |\n", c.name, v, fl, map[bool]string{true: "yes", false: "no"}[ok])
+	}
 	return w.String()
+}
+
+// any tells whether some path has samples of figure.
+func (b *nodeBench) any(paths []benchPath, figure string) bool {
+	for _, p := range paths {
+		if len(b.samples[p.name][figure]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // chart is a grouped bar chart of the throughput table, one group per
