@@ -89,7 +89,7 @@ test-upstream-e2e:
 	$(GUARD) hack/upstream-e2e.sh e2e
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
-## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it.
+## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it; KUBESTREAM_BENCH_PATHS=direct,kubestream picks paths (stock-1.37 always runs).
 bench-node:
 	KUBESTREAM_TEST_VERBOSE=1 $(GUARD) hack/kubelet-e2e.sh bench
 
