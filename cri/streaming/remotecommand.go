@@ -188,20 +188,24 @@ func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size 
 
 // copyStdin hands one stdin message to the process through a pooled buffer:
 // io.Copy would allocate one per message (neither side is a ReaderFrom or
-// WriterTo), and a quiet session holds none.
+// WriterTo), and a quiet session holds none. Each write is a whole message,
+// or size bytes of a larger one, never the fragments the socket's reads
+// happen to return: the runtime writes what it is handed to the process's
+// FIFO as it comes, so fragments would cost it and the shim a system call
+// each. The message is already on its way, so nothing waits on the client.
 func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
 	bp := wire.GetBuf(size)
 	defer wire.PutBuf(bp)
 	buf := *bp
 	for {
-		n, err := r.Read(buf)
+		n, err := io.ReadFull(r, buf)
 		if n > 0 {
 			if _, werr := stdin.Write(buf[:n]); werr != nil {
 				return werr
 			}
 		}
-		if err == io.EOF {
-			return nil
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil // the message's end
 		}
 		if err != nil {
 			return err

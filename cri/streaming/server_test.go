@@ -113,6 +113,19 @@ func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Re
 		sz := <-resize
 		fmt.Fprintf(out, "%dx%d", sz.Width, sz.Height)
 		return nil
+	case "readsizes": // the size of each read of stdin, one a line, at EOF
+		buf := make([]byte, 1<<20)
+		var sizes bytes.Buffer
+		for {
+			n, err := in.Read(buf)
+			if n > 0 {
+				fmt.Fprintf(&sizes, "%d\n", n)
+			}
+			if err != nil {
+				_, werr := out.Write(sizes.Bytes())
+				return werr
+			}
+		}
 	case "pipes": // output copied from pipes as containerd copies its FIFOs
 		return pipeOutput(cmd[1], cmd[2], out, errw)
 	case "sleep":
@@ -728,5 +741,42 @@ func TestSplicedOutputKeepsSessionAlive(t *testing.T) {
 	}
 	if got := ts.output("kernel"); got != n {
 		t.Fatalf("kernel path carried %v bytes, want %d", got, n)
+	}
+}
+
+// TestStdinWholeMessages: a stdin message reaches the process in one write
+// however many frames it came in (gorilla's client sends one per 4 KiB of
+// its write buffer, and a proxy may cut them finer): a runtime writes each
+// to the process's FIFO as it comes, a system call for it and the shim.
+func TestStdinWholeMessages(t *testing.T) {
+	ts := start(t, nil)
+	d := websocket.Dialer{Subprotocols: []string{"v5.channel.k8s.io"}, WriteBufferSize: 4096}
+	c, _, err := d.Dial(strings.Replace(ts.execURL(t, false, true, false, "readsizes"), "http", "ws", 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := append([]byte{0}, bytes.Repeat([]byte("x"), 32<<10)...)
+	for range 3 {
+		if err := c.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WriteMessage(websocket.BinaryMessage, []byte{255, 0}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout []byte
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, m, err := c.ReadMessage()
+		if err != nil {
+			break
+		}
+		if len(m) > 0 && m[0] == 1 {
+			stdout = append(stdout, m[1:]...)
+		}
+	}
+	if got, want := string(stdout), strings.Repeat("32768\n", 3); got != want {
+		t.Fatalf("the process read stdin in pieces %q, want three whole messages %q", got, want)
 	}
 }
