@@ -37,9 +37,11 @@ FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames transl
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 
-## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh).
+## test-containerd: the e2e suite against a private containerd (see hack/containerd.sh): 2.4, Debian's 1.6,
+## then crictl over WebSockets against the patched 2.4; CONTAINERD_VERSIONS="2.4 2.4-ws" picks legs.
+CONTAINERD_VERSIONS ?=
 test-containerd:
-	$(GUARD) hack/containerd-e2e.sh
+	$(GUARD) hack/containerd-e2e.sh $(CONTAINERD_VERSIONS)
 
 ## test-critest: critest v1.37.0's streaming cases over WebSockets against containerd with kubestream's runtime-side server (and stock, which refuses them).
 test-critest:
