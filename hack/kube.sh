@@ -84,10 +84,6 @@ kubelet() {
 	minor=$(echo "$version" | cut -d. -f2)
 	local ld="-s -w -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
 	cd "$mod"
-	# Static, as the control plane: with cgo the standard library's net and
-	# os/user differ, and so does every package above them, so nothing
-	# compiled for the control plane (or e2e.test) could be reused here.
-	export CGO_ENABLED=0
 	if [ "$stock" = 1 ]; then
 		# upstream's cmd/kubelet from the same copy: the hook is never set,
 		# so this is the stock kubelet of that version.
