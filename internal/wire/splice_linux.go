@@ -22,7 +22,8 @@ const maxSplice = 64 << 10
 //
 // ok is false, with nothing read, when the path does not apply: src has no
 // file descriptor or is not a pipe, the connection is not plain TCP (TLS
-// must see every byte), or a pipe cannot be made.
+// must see every byte), a pipe cannot be made, or the kernel refuses the
+// first splice.
 func (c *Conn) spliceFrom(ch byte, src io.Reader, size int) (n int64, ok bool, err error) {
 	if !c.plain {
 		return 0, false, nil
@@ -55,6 +56,9 @@ func (c *Conn) spliceFrom(ch byte, src io.Reader, size int) (n int64, ok bool, e
 	size = min(size, maxSplice)
 	for {
 		m, err := spliceIn(in, blocking, p[1], size)
+		if n == 0 && (err == unix.EINVAL || err == unix.ENOSYS) {
+			return 0, false, nil // this source cannot be spliced; nothing was taken from it
+		}
 		if err != nil || m == 0 { // 0: the writers closed (EOF)
 			return n, true, err
 		}
