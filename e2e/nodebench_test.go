@@ -620,18 +620,6 @@ func (ps benchProcs) runtimeProcs(fn func(pid int, cmdline []byte)) {
 	}
 }
 
-// containerd is the path's containerd daemon (its CRI streaming server),
-// not a shim.
-func (ps benchProcs) containerd() int {
-	found := 0
-	ps.runtimeProcs(func(pid int, cmdline []byte) {
-		if isContainerd(cmdline) {
-			found = pid
-		}
-	})
-	return found
-}
-
 // cpu is each process's CPU seconds so far; "runtime" sums the runtime's
 // processes with their reaped children, and splits into "containerd" (the
 // daemon: its CRI streaming server copies the streams), "shim" (the shims'
@@ -646,13 +634,13 @@ func (ps benchProcs) cpu() map[string]float64 {
 		}
 	}
 	ps.runtimeProcs(func(pid int, cmdline []byte) {
-		all := pidCPU(pid)
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)) // gone: no time
+		all, _ := statCPU(string(data), true)
 		m["runtime"] += all
 		if isContainerd(cmdline) {
 			m["containerd"] += all
 			return
 		}
-		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		reaped, _ := statCPU(string(data), false)
 		m["shim"] += all - reaped
 		m["reaped"] += reaped

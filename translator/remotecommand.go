@@ -426,16 +426,11 @@ func (s *rcSession) carry(m wire.V5Message) error {
 
 func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 	for {
-		// Fill the buffer before writing: gorilla hands a message over in
-		// pieces (what its bufio holds, then the rest), and each write is a
-		// syscall and a SPDY frame.
-		n, err := io.ReadFull(r, buf[spdy.HeaderLen:])
-		switch err {
-		case nil:
-		case io.EOF, io.ErrUnexpectedEOF: // the message's end
-			err = io.EOF
-		default: // the message was cut off (or broke): none of it goes on
-			return err
+		// Whole pieces (wire.ReadStdin): each write is a syscall and a
+		// SPDY frame.
+		n, end, err := wire.ReadStdin(r, buf[spdy.HeaderLen:])
+		if err != nil {
+			return err // the message was cut off (or broke): none of it goes on
 		}
 		if n > 0 {
 			if werr := s.rt.writeData(id, buf[:spdy.HeaderLen+n], false); werr != nil {
@@ -448,11 +443,8 @@ func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
 				s.obs.Input(buf[spdy.HeaderLen : spdy.HeaderLen+n])
 			}
 		}
-		if err == io.EOF {
+		if end {
 			return nil
-		}
-		if err != nil {
-			return err
 		}
 	}
 }

@@ -186,29 +186,26 @@ func readV5(wc *wire.Conn, stdin *io.PipeWriter, resize chan TerminalSize, size 
 	}
 }
 
-// copyStdin hands one stdin message to the process through a pooled buffer:
-// io.Copy would allocate one per message (neither side is a ReaderFrom or
-// WriterTo), and a quiet session holds none. Each write is a whole message,
-// or size bytes of a larger one, never the fragments the socket's reads
-// happen to return: the runtime writes what it is handed to the process's
-// FIFO as it comes, so fragments would cost it and the shim a system call
-// each. The message is already on its way, so nothing waits on the client.
+// copyStdin hands one stdin message to the process through a pooled buffer,
+// a whole message (or BufferSize of a larger one) per write
+// (wire.ReadStdin): the runtime writes what it is handed to the process's
+// FIFO as it comes. io.Copy would allocate a buffer per message, and a
+// quiet session holds none.
 func copyStdin(stdin *io.PipeWriter, r io.Reader, size int) error {
 	bp := wire.GetBuf(size)
 	defer wire.PutBuf(bp)
-	buf := *bp
 	for {
-		n, err := io.ReadFull(r, buf)
+		n, end, err := wire.ReadStdin(r, *bp)
+		if err != nil {
+			return err // cut off: none of it is data
+		}
 		if n > 0 {
-			if _, werr := stdin.Write(buf[:n]); werr != nil {
-				return werr
+			if _, err := stdin.Write((*bp)[:n]); err != nil {
+				return err
 			}
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return nil // the message's end
-		}
-		if err != nil {
-			return err
+		if end {
+			return nil
 		}
 	}
 }

@@ -95,8 +95,6 @@ type Conn struct {
 	closed atomic.Bool
 	shut   atomic.Bool // Shutdown ran: the grace's timers stop
 
-	spliced atomic.Uint64 // payload bytes the kernel carried (splice_linux.go)
-
 	timer *time.Timer
 
 	// Deadlines are moved at most once a second: setting one costs a
@@ -112,10 +110,6 @@ type Conn struct {
 	hdr   []byte    // WriteChannel's and WriteInPlace's header, under mu
 	iov   [2][]byte // WriteChannel's writev, under mu
 }
-
-// Spliced is how many payload bytes went from a pipe to the peer inside
-// the kernel (ReadFromChannel's kernel path).
-func (c *Conn) Spliced() uint64 { return c.spliced.Load() }
 
 // Slack is how far a deadline may lag behind where it would be if moved on
 // every frame: a second, or a quarter of the window when that is shorter.

@@ -153,6 +153,5 @@ func (c *Conn) writeSpliced(ch byte, dst syscall.RawConn, r, m int) error {
 	if err == nil {
 		err = werr
 	}
-	c.spliced.Add(uint64(m - left))
 	return err
 }

@@ -46,6 +46,27 @@ type V5Message struct {
 	CloseStdin, CloseResize bool
 }
 
+// ReadStdin fills buf from a stdin message (V5Message.Stdin): as much as
+// buf holds, or the rest of the message. A process's stdin then gets whole
+// pieces, not the fragments single reads return (gorilla's stop at frame
+// ends and buffer fills, a 4 KiB frame apart from its own client), each of
+// which would be a write, a system call and a SPDY frame or FIFO write down
+// the line. end reports the message's end; an error means the message was
+// cut off, and then none of buf is data.
+func ReadStdin(msg io.Reader, buf []byte) (n int, end bool, err error) {
+	for n < len(buf) {
+		k, err := msg.Read(buf[n:])
+		n += k
+		switch {
+		case err == io.EOF:
+			return n, true, nil
+		case err != nil:
+			return 0, true, err
+		}
+	}
+	return n, false, nil
+}
+
 // Next reads messages until one that asks something of the session, and
 // returns it. Empty messages and repeated close signals ask nothing. A
 // client's breach of v5 is a *ProtocolError; a connection's end or broken

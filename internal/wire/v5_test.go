@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/gorilla/websocket"
 )
@@ -95,5 +96,30 @@ func TestV5Reader(t *testing.T) {
 				t.Fatalf("read %q; want %q then an error saying %q", out, tc.want, tc.wantError)
 			}
 		})
+	}
+}
+
+// TestReadStdin: a stdin message comes out in whole pieces (as much as the
+// buffer holds, however the reads fragment it), its end is told apart from
+// a full buffer, and a message cut off yields no data at all.
+func TestReadStdin(t *testing.T) {
+	frag := func(parts ...string) io.Reader {
+		rs := make([]io.Reader, len(parts))
+		for i, p := range parts {
+			rs[i] = strings.NewReader(p)
+		}
+		return io.MultiReader(rs...) // one part per Read, as frames come
+	}
+	buf := make([]byte, 6)
+	r := frag("ab", "cd", "ef", "gh")
+	if n, end, err := ReadStdin(r, buf); n != 6 || end || err != nil || string(buf[:n]) != "abcdef" {
+		t.Fatalf("first piece: %d %q end %v err %v", n, buf[:n], end, err)
+	}
+	if n, end, err := ReadStdin(r, buf); n != 2 || !end || err != nil || string(buf[:n]) != "gh" {
+		t.Fatalf("the rest: %d %q end %v err %v", n, buf[:n], end, err)
+	}
+	cut := io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if n, _, err := ReadStdin(cut, buf); n != 0 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut off: %d bytes as data, err %v; want none and the error", n, err)
 	}
 }
