@@ -621,8 +621,8 @@ func rawUpgradeAt(t *testing.T, addr, caFile string, user clientCert, method, pa
 func chainWebSockets() bool { return os.Getenv("KUBESTREAM_CONTAINERD_WEBSOCKETS") == "1" }
 
 // TestKubeletStock is the comparison: the same kubelet version built stock
-// (hack/kube.sh kubelet-stock: the patched source with the hook unset, so
-// exactly upstream's behaviour), behind the same v1.37.2 apiserver, on the
+// (hack/kube.sh kubelet-stock: upstream's source, or for v1.36 and v1.35
+// the patched source with the hook unset, so exactly upstream's behaviour), behind the same v1.37.2 apiserver, on the
 // same containerd. From v1.36 it declares ExtendWebSocketsToKubelet itself,
 // the apiserver passes kubectl's WebSockets through, and the kubelet's own
 // translator (upstream's, over SPDY to the runtime) serves them: upstream's

@@ -5,8 +5,9 @@
 # the v1.35.4 kubelet on stock containerd) and stock (upstream's kubelet).
 #
 #   hack/upstream-e2e.sh build    e2e.test and ginkgo v1.37.2 (go test -c
-#                                 k8s.io/kubernetes/test/e2e), agnhost and the
-#                                 images the cases name, cached by their inputs
+#                                 k8s.io/kubernetes/test/e2e, from hack/kube's
+#                                 module), agnhost and the images the cases
+#                                 name, cached by their inputs
 #   hack/upstream-e2e.sh run      against the running cluster (hack/kind.sh up):
 #                                 load the images into every node, then one pass
 #                                 per worker, the other two cordoned; junit
@@ -23,6 +24,9 @@ cd "$ROOT"
 KUBE_VERSION=v1.37.2
 CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}
 MOD=$ROOT/hack/upstream-e2e
+# The module the binaries are built from: the control plane's and the
+# kubelets', so the packages they share are compiled once.
+KUBE_MOD=$ROOT/hack/kube
 OUT=$ROOT/_output/upstream-e2e
 KUBECONFIG_KIND=$ROOT/_output/kind/kubeconfig
 REPO=localhost:5000
@@ -34,7 +38,7 @@ export GOFLAGS=-buildvcs=false
 log() { echo "upstream-e2e.sh: $*" >&2; }
 
 # key is the hash of what the binaries are built from.
-key() { cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12; }
+key() { cat "$KUBE_MOD/go.mod" "$KUBE_MOD/go.sum" "$KUBE_MOD/tools/tools.go" | sha256sum | cut -c1-12; }
 bindir() { echo "$CACHE/upstream-e2e-$KUBE_VERSION-$(key)"; }
 # imagedir is where images() leaves the images, keyed by their recipe too.
 imagedir() { echo "$(bindir)/images-$(cat "$0" "$MOD/printenv" hack/tools/ociimage/*.go | sha256sum | cut -c1-12)"; }
@@ -50,7 +54,8 @@ build() {
 	v=k8s.io/component-base/version
 	ld="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean"
 	log "building e2e.test, ginkgo and agnhost $KUBE_VERSION (minutes cold on 2 cores)"
-	(cd "$MOD" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ld" -o "$bin.tmp/e2e.test" k8s.io/kubernetes/test/e2e &&
+	hack/kube.sh src
+	(cd "$KUBE_MOD" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ld" -o "$bin.tmp/e2e.test" k8s.io/kubernetes/test/e2e &&
 		CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin.tmp/" github.com/onsi/ginkgo/v2/ginkgo k8s.io/kubernetes/test/images/agnhost)
 	rm -rf "$bin" && mv "$bin.tmp" "$bin"
 }

@@ -3,8 +3,8 @@
 // (NewStreamingHandler) through which /exec, /attach and /portForward are
 // served by kubestream, behind the kubelet's own authentication and
 // authorization; everything else is the stock kubelet. `hack/kube.sh
-// kubelet` applies the patch to a copy of k8s.io/kubernetes (_kubernetes,
-// which go.mod points at) and builds this. The modules for other versions
+// kubelet` builds this with the patch laid over hack/kube's copy of
+// k8s.io/kubernetes by go build -overlay. The modules for other versions
 // (hack/kube/kubelet-VERSION) link this file; what differs between versions
 // is in version.go (prepare).
 package main
