@@ -67,10 +67,12 @@ const flushDelay = 50 * time.Millisecond
 
 // spare keeps written blocks for the next ones, every recording's, up to
 // maxSpare of them (kept for the process's life once a bulk recording has
-// used them). Fresh memory costs a page fault per 4 KiB, which showed as a
-// large share of a bulk recording's cost when each recording allocated
-// its own; a sync.Pool is emptied by every garbage collection, which a
-// bulk session brings every few MiB.
+// used them). Fresh memory costs a page fault per 4 KiB and a garbage
+// collection every few MiB, which showed as a large share of a bulk
+// recording's cost; a sync.Pool is emptied by every garbage collection. A
+// busy recording keeps its own written blocks (Recorder.free) while it
+// stays busy, so one whose disk lags by more than maxSpare reuses its
+// blocks rather than allocating anew.
 var spare struct {
 	sync.Mutex
 	blocks [][]byte
@@ -133,6 +135,7 @@ type Recorder struct {
 	flushed bool        // flush fired: the writer takes cur too
 	closed  bool        // wake is closed
 	stopped error       // why events are no longer taken
+	free    [][]byte    // written blocks to fill again, this recording's until it goes quiet or ends (then spare's)
 	pending []byte      // the start of a UTF-8 sequence cut by a frame boundary
 	headed  bool        // the header is written: a resize is an event
 }
@@ -285,7 +288,14 @@ func (r *Recorder) room(n int) {
 	if r.cur != nil && cap(r.cur)-len(r.cur) >= n {
 		return
 	}
-	next := append(getBlock(), r.carry...)
+	var next []byte
+	if n := len(r.free); n > 0 {
+		next, r.free[n-1] = r.free[n-1], nil
+		r.free = r.free[:n-1]
+	} else {
+		next = getBlock()
+	}
+	next = append(next, r.carry...)
 	r.queued += len(r.carry)
 	r.carry = r.carry[:0]
 	if r.cur != nil {
@@ -336,16 +346,24 @@ func (r *Recorder) kick() {
 // Close, the current one (mu held): its aligned part as a block, the rest
 // as tail, which is also where the next block begins (a direct write
 // takes it again, whole). The writer owns tail's bytes until its next take.
-func (r *Recorder) take(tail []byte) (full [][]byte, _ []byte) {
+// quiet says the session went quiet or ended: the blocks go back to spare
+// once written, not to this recording's own.
+func (r *Recorder) take(tail []byte) (full [][]byte, _ []byte, quiet bool) {
 	full, r.full = r.full, nil
 	tail = tail[:0]
 	if !r.flushed && !r.closed {
 		for _, b := range full {
 			r.queued -= len(b)
 		}
-		return full, tail
+		return full, tail, false
 	}
 	r.flushed, r.armed = false, false
+	// Quiet or closed: the blocks this recording kept go back to spare, so
+	// an idle recording holds none.
+	for _, b := range r.free {
+		putBlock(b)
+	}
+	r.free = nil
 	if r.cur != nil {
 		k := r.cut()
 		tail = append(tail, r.cur[k:]...)
@@ -358,7 +376,7 @@ func (r *Recorder) take(tail []byte) (full [][]byte, _ []byte) {
 		r.cur = nil
 	}
 	r.queued = 0
-	return full, tail
+	return full, tail, true
 }
 
 // write is the recording's writer: at each wake it takes the blocks filled
@@ -371,16 +389,21 @@ func (r *Recorder) write(f *file) {
 		_, open = <-r.wake
 		r.mu.Lock()
 		var full [][]byte
-		full, tail = r.take(tail)
+		var quiet bool
+		full, tail, quiet = r.take(tail)
 		r.mu.Unlock()
 		werr = f.write(full)
 		if werr == nil && len(tail) > 0 {
 			werr = f.writeTail(tail)
 		}
-		for _, b := range full {
-			putBlock(b)
-		}
 		r.mu.Lock()
+		for _, b := range full {
+			if quiet || r.closed {
+				putBlock(b)
+			} else if cap(b) == blockSize {
+				r.free = append(r.free, b[:0])
+			}
+		}
 		if werr != nil {
 			r.stop(werr)
 		}
