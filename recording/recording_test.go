@@ -340,21 +340,7 @@ func TestQuietTailIsItsOwn(t *testing.T) {
 	}
 	// Idle, the recording holds no block: the writer took it, and the
 	// blocks it wrote went back to spare.
-	for {
-		r.mu.Lock()
-		held := len(r.full) + len(r.free)
-		if r.cur != nil {
-			held++
-		}
-		r.mu.Unlock()
-		if held == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idle, the recording holds %d blocks", held)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	holdsNoBlock(t, r, deadline)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +609,16 @@ func TestBusyRecordingReusesItsBlocks(t *testing.T) {
 	if got > MaxQueued {
 		t.Errorf("%d MiB of output allocated %d MiB", 8*MaxQueued>>20, got>>20)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	holdsNoBlock(t, r, time.Now().Add(10*time.Second))
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdsNoBlock waits until the quiet recording r holds no block, as it
+// should within flushDelay or two: every block written and given back.
+func holdsNoBlock(t *testing.T, r *Recorder, deadline time.Time) {
+	t.Helper()
 	for {
 		r.mu.Lock()
 		held := len(r.full) + len(r.free)
@@ -632,14 +627,11 @@ func TestBusyRecordingReusesItsBlocks(t *testing.T) {
 		}
 		r.mu.Unlock()
 		if held == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("quiet, the recording holds %d blocks", held)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
