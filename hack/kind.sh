@@ -11,6 +11,8 @@
 #   hack/kind.sh render   print the cluster's kind configuration
 #   hack/kind.sh probe    can this Docker engine start kind's privileged nodes? (an image
 #                         of one static program, made with docker import, no pull)
+#   hack/kind.sh base     debootstrap the node's base file system (Debian bookworm), cached;
+#                         print its path
 #   hack/kind.sh image    build the node image offline (a debootstrap bookworm base, systemd,
 #                         containerd v2.4.2 stock and with kubestream's runtime-side server,
 #                         runc and the CNI plugins from Debian, crictl, kubeadm, kubectl and
@@ -403,6 +405,7 @@ e2e() {
 }
 
 case "${1:-}" in
+base) base ;;
 image) image ;;
 kind-bin) kind_bin ;;
 node-test) node_test ;;
@@ -411,5 +414,5 @@ probe) probe ;;
 up) up ;;
 down) down ;;
 e2e) e2e ;;
-*) sed -n '2,22p' "$0" >&2; exit 2 ;;
+*) sed -n '2,24p' "$0" >&2; exit 2 ;;
 esac
