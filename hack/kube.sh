@@ -57,10 +57,9 @@ cluster() {
 # The kubelet v1.37.2 is built from this module: the stock one is
 # k8s.io/kubernetes/cmd/kubelet, the one with kubestream linked in is
 # ./kubelet with server.go.patch laid over pkg/kubelet/server/server.go by
-# -overlay. Both
-# are static with the control plane's flags, so the packages they share with
-# it and with each other are compiled once; the overlay changes only
-# pkg/kubelet/server and what imports it. Another version V is built from
+# -overlay. Both are static with the control plane's flags, so the packages
+# they share with it and with each other are compiled once; the overlay
+# changes only pkg/kubelet/server and what imports it. Another version V is built from
 # hack/kube/kubelet-V, its own module, whose k8s.io/kubernetes is a copy
 # with the patch applied (the module's own server.go.patch where its
 # context differs, as v1.35.4's does; _kubernetes, remade when the patch

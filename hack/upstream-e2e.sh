@@ -97,6 +97,7 @@ images() {
 			-add "$bin/agnhost=/agnhost-2" -add "$tool/passwd=/etc/passwd" -add "$MOD/printenv=/usr/bin/printenv" -entrypoint /agnhost -cmd pause
 	done
 	"$tool/ociimage" -name "$busybox" -out "$dir/busybox.tar" -add "$MOD/printenv=/usr/bin/printenv"
+	hack/kube.sh src # pause.c is read from hack/kube's copy of Kubernetes
 	gcc -Os -static -DVERSION="v${pause##*:}" -o "$tool/pause" \
 		"$(cd hack/kube && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
 	"$tool/ociimage" -name "$pause" -out "$dir/pause.tar" -add "$tool/pause=/pause" -entrypoint /pause

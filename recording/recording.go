@@ -75,7 +75,22 @@ const flushDelay = 50 * time.Millisecond
 // blocks rather than allocating anew.
 var spare struct {
 	sync.Mutex
-	blocks [][]byte
+	blocks stack
+}
+
+// stack is written blocks to fill again, the last written first.
+type stack [][]byte
+
+// pop takes the last block, or nil when there is none.
+func (s *stack) pop() []byte {
+	n := len(*s)
+	if n == 0 {
+		return nil
+	}
+	b := (*s)[n-1]
+	(*s)[n-1] = nil
+	*s = (*s)[:n-1]
+	return b
 }
 
 const maxSpare = 8 << 20 / blockSize
@@ -83,10 +98,7 @@ const maxSpare = 8 << 20 / blockSize
 func getBlock() []byte {
 	spare.Lock()
 	defer spare.Unlock()
-	if n := len(spare.blocks); n > 0 {
-		b := spare.blocks[n-1]
-		spare.blocks[n-1] = nil
-		spare.blocks = spare.blocks[:n-1]
+	if b := spare.blocks.pop(); b != nil {
 		return b
 	}
 	return make([]byte, 0, blockSize)
@@ -135,7 +147,7 @@ type Recorder struct {
 	flushed bool        // flush fired: the writer takes cur too
 	closed  bool        // wake is closed
 	stopped error       // why events are no longer taken
-	free    [][]byte    // written blocks to fill again, this recording's until it goes quiet or ends (then spare's)
+	free    stack       // written blocks to fill again, this recording's until it goes quiet or ends (then spare's)
 	pending []byte      // the start of a UTF-8 sequence cut by a frame boundary
 	headed  bool        // the header is written: a resize is an event
 }
@@ -288,11 +300,8 @@ func (r *Recorder) room(n int) {
 	if r.cur != nil && cap(r.cur)-len(r.cur) >= n {
 		return
 	}
-	var next []byte
-	if n := len(r.free); n > 0 {
-		next, r.free[n-1] = r.free[n-1], nil
-		r.free = r.free[:n-1]
-	} else {
+	next := r.free.pop()
+	if next == nil {
 		next = getBlock()
 	}
 	next = append(next, r.carry...)
