@@ -63,7 +63,9 @@ cluster() {
 # hack/kube/kubelet-V, its own module, whose k8s.io/kubernetes is a copy
 # with the patch applied (the module's own server.go.patch where its
 # context differs, as v1.35.4's does; _kubernetes, remade when the patch
-# changes). The kubestream kubelets link this checkout, so they are built
+# changes), static too: a different version shares little with v1.37.2's
+# packages, but std and the dependencies of the same version are compiled
+# once. The kubestream kubelets link this checkout, so they are built
 # every time (incrementally): kubelet-kubestream[-V], kubelet-stock[-V].
 kubelet() {
 	local version=${1:-$KUBE_VERSION} stock=${2:-0} name
@@ -102,11 +104,11 @@ kubelet() {
 		# upstream's cmd/kubelet from the same copy: the hook is never set,
 		# so this is the stock kubelet of that version.
 		log "building the stock kubelet $version (a minute when the patched one is cached)"
-		go build -trimpath -ldflags "$ld" -o "$BIN/kubelet-stock-$version" k8s.io/kubernetes/cmd/kubelet
+		CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/kubelet-stock-$version" k8s.io/kubernetes/cmd/kubelet
 		return
 	fi
 	log "building the kubelet $version with kubestream (5 minutes cold, seconds when cached)"
-	go build -trimpath -ldflags "$ld" -o "$BIN/$name" .
+	CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/$name" .
 }
 
 # overlay prints the -overlay file that lays server.go.patch over the copy's

@@ -8,7 +8,10 @@
 //
 // It exits 1 when a case failed on any worker, when a pass ran no case, or
 // when a case passed on the stock worker and not on another: kubestream's
-// nodes must pass whatever the stock kubelet passes.
+// nodes must pass whatever the stock kubelet passes. Cases matching
+// -first-only ran on the first worker alone (a shorter run that left them
+// out of the later passes): elsewhere they are shown as left out, not as
+// missing.
 //
 //	go run ./hack/tools/e2etable -dir _output/upstream-e2e -stock stock ws skew stock
 package main
@@ -55,13 +58,22 @@ func main() {
 	stock := flag.String("stock", "stock", "the worker running upstream's kubelet")
 	title := flag.String("title", "Kubernetes v1.37.2 e2e, focused on the streaming path, on the kind cluster's workers", "the table's heading")
 	same := flag.Bool("same", false, "a case that fails alike everywhere is listed, not a problem: only a difference is")
+	firstOnly := flag.String("first-only", "", "a regular expression: the cases it matches ran on the first worker alone")
 	flag.Parse()
 	workers := flag.Args()
 	if len(workers) == 0 {
 		fmt.Fprintln(os.Stderr, "e2etable: name the workers")
 		os.Exit(2)
 	}
-	ok, err := table(os.Stdout, *dir, *title, *date, *stock, *same, workers)
+	var once *regexp.Regexp
+	if *firstOnly != "" {
+		var err error
+		if once, err = regexp.Compile(*firstOnly); err != nil {
+			fmt.Fprintln(os.Stderr, "e2etable: -first-only:", err)
+			os.Exit(2)
+		}
+	}
+	ok, err := table(os.Stdout, *dir, *title, *date, *stock, *same, once, workers)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2etable:", err)
 		os.Exit(2)
@@ -71,7 +83,7 @@ func main() {
 	}
 }
 
-func table(w io.Writer, dir, title, date, stock string, same bool, workers []string) (bool, error) {
+func table(w io.Writer, dir, title, date, stock string, same bool, once *regexp.Regexp, workers []string) (bool, error) {
 	results := map[string]map[string]result{} // case → worker → result
 	var problems []string
 	for _, wk := range workers {
@@ -113,7 +125,7 @@ func table(w io.Writer, dir, title, date, stock string, same bool, workers []str
 	for _, wk := range workers {
 		totals[wk] = map[string]int{}
 	}
-	var skips, alike []string
+	var skips, alike, leftOut []string
 	for _, n := range names {
 		everywhere := true
 		for _, wk := range workers {
@@ -128,6 +140,12 @@ func table(w io.Writer, dir, title, date, stock string, same bool, workers []str
 		for i, wk := range workers {
 			r, ok := results[n][wk]
 			switch {
+			case !ok && i > 0 && once != nil && once.MatchString(n):
+				cells[i] = "left out"
+				totals[wk]["not run"]++
+				if i == 1 {
+					leftOut = append(leftOut, n)
+				}
 			case !ok:
 				cells[i] = "not run"
 				totals[wk]["not run"]++
@@ -166,6 +184,12 @@ func table(w io.Writer, dir, title, date, stock string, same bool, workers []str
 		cells[i] = fmt.Sprintf("%d pass, %d fail, %d skip", t["passed"], len(names)-t["passed"]-t["skipped"]-t["not run"], t["skipped"])
 	}
 	fmt.Fprintf(w, "| **total (%d cases)** | %s |\n", len(names), strings.Join(cells, " | "))
+	if len(leftOut) > 0 {
+		fmt.Fprintf(w, "\nRun on %s alone in this run (left out of the later passes to keep it short):\n", workers[0])
+		for _, n := range leftOut {
+			fmt.Fprintln(w, "- "+escape(n))
+		}
+	}
 	if len(skips) > 0 {
 		fmt.Fprintln(w, "\nSkipped by the cases themselves:")
 		for _, s := range dedupe(skips) {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,7 @@ func TestTable(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		same    bool
+		once    string // -first-only
 		workers map[string]map[string]string
 		ok      bool
 		want    []string // in the output
@@ -82,6 +84,23 @@ func TestTable(t *testing.T) {
 			"stock": {"exec": "failed"},
 		},
 		want: []string{`"exec": failed on stock, passed on ws`},
+	}, {
+		name: "first-only: a case left out of the later passes is not missing",
+		once: "1000 times",
+		workers: map[string]map[string]string{
+			"stock": {"exec 1000 times": "passed", "logs": "passed"},
+			"ws":    {"exec 1000 times": "outside", "logs": "passed"},
+		},
+		ok:   true,
+		want: []string{"| exec 1000 times | pass | left out |", "Run on stock alone in this run", "- exec 1000 times"},
+	}, {
+		name: "first-only: it still fails where it ran, and other absences are missing",
+		once: "1000 times",
+		workers: map[string]map[string]string{
+			"stock": {"exec 1000 times": "failed", "logs": "passed"},
+			"ws":    {"exec 1000 times": "outside", "logs": "outside", "cp": "passed"},
+		},
+		want: []string{`stock: "exec 1000 times" failed`, `ws: "logs" did not run`},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -89,7 +108,11 @@ func TestTable(t *testing.T) {
 				junitOf(t, dir, w, cases)
 			}
 			var out strings.Builder
-			ok, err := table(&out, dir, "title", "", "stock", c.same, []string{"stock", "ws"})
+			var once *regexp.Regexp
+			if c.once != "" {
+				once = regexp.MustCompile(c.once)
+			}
+			ok, err := table(&out, dir, "title", "", "stock", c.same, once, []string{"stock", "ws"})
 			if err != nil {
 				t.Fatal(err)
 			}
