@@ -148,6 +148,13 @@ func (f *fakeRuntime) PortForward(ctx context.Context, _ string, port int32, str
 	case 2: // reads nothing until the session ends
 		<-ctx.Done()
 		return nil
+	case 3: // writes until the stream fails, and returns why, as containerd's PortForward does
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := stream.Write(chunk); err != nil {
+				return err
+			}
+		}
 	}
 	c, err := net.Dial("tcp", f.echo)
 	if err != nil {

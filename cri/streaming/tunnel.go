@@ -304,6 +304,9 @@ func (t *tunnel) peerReset(id uint32) {
 	st := t.streams[id]
 	t.mu.Unlock()
 	if st != nil {
+		st.mu.Lock()
+		st.clientReset = true
+		st.mu.Unlock()
 		st.end()
 	}
 }
@@ -347,7 +350,17 @@ func (t *tunnel) forward(p *streamPair) {
 	defer p.errs.Close()
 	defer p.data.Close()
 	port, _ := strconv.ParseInt(p.data.headers.Get(portforward.PortHeader), 10, 32)
-	if err := t.s.runtime.PortForward(t.ctx, t.sandbox, int32(port), p.data); err != nil {
+	err := t.s.runtime.PortForward(t.ctx, t.sandbox, int32(port), p.data)
+	switch {
+	case err == nil:
+	case p.data.resetByClient():
+		// The client gave the connection up (its local peer went away) and
+		// waits on the error stream only to learn that the forward ended:
+		// client-go ends the whole session on any message there, so the
+		// runtime's complaint about the reset stream is not sent. spdystream
+		// servers never see one: a reset stream's writes succeed there.
+		t.logger.V(4).Info("Port-forward ended by the client's reset", "port", port, "err", err)
+	default:
 		t.logger.V(2).Info("Port-forward failed", "port", port, "err", err)
 		_, _ = io.WriteString(p.errs, fmt.Sprintf("error forwarding port %d to pod %s, uid : %v", port, t.sandbox, err))
 	}
@@ -361,15 +374,24 @@ type pfStream struct {
 	id      uint32
 	headers http.Header
 
-	mu      sync.Mutex
-	cond    sync.Cond // room in the inbox, bytes in it, or an end
-	buf     *[]byte   // the inbox's storage, borrowed while it holds bytes
-	in      []byte    // client bytes not read yet: (*buf)[off:len(in)]
-	off     int
-	inEOF   bool // the client half-closed the stream
-	unread  bool // an error stream: client bytes are dropped
-	ended   bool // reset by either side, forwarded, or the session ended
-	finSent bool
+	mu     sync.Mutex
+	cond   sync.Cond // room in the inbox, bytes in it, or an end
+	buf    *[]byte   // the inbox's storage, borrowed while it holds bytes
+	in     []byte    // client bytes not read yet: (*buf)[off:len(in)]
+	off    int
+	inEOF  bool // the client half-closed the stream
+	unread bool // an error stream: client bytes are dropped
+	ended  bool // reset by either side, forwarded, or the session ended
+	// clientReset: the client reset the stream (RST_STREAM), as client-go
+	// does when the local connection it forwards goes away.
+	clientReset bool
+	finSent     bool
+}
+
+func (st *pfStream) resetByClient() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.clientReset
 }
 
 // push waits for room and queues p; bytes for an ended stream are dropped.

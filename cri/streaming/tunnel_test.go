@@ -107,6 +107,23 @@ func TestTunnelStreams(t *testing.T) {
 		}
 	})
 
+	t.Run("client reset", func(t *testing.T) {
+		// client-go resets the data stream when its local connection goes
+		// away mid-download (Kubernetes' e2e "port-forward should keep
+		// working after detect broken connection"), then reads the error
+		// stream to its end; a message there would end its whole session.
+		errs, data := openPair(t, conn, "3", "6")
+		if _, err := io.ReadFull(data, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := data.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		if msg, _ := readAll(t, errs); msg != "" {
+			t.Fatalf("error stream after the client's reset: %q", msg)
+		}
+	})
+
 	t.Run("half-closed", func(t *testing.T) {
 		errs, data := openPair(t, conn, "80", "1")
 		sent := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320 KB: several inboxes' worth
