@@ -31,7 +31,8 @@ type results struct {
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	ttyDiskMBps                  []float64            // kubestream's tty stdout with a recording's disk writes beside it (diskBeside), no recorder
 	recordingCut                 string               // why a recording stopped before the end of its session
-	auditPairs                   []float64            // stdout throughput with an audit log ÷ without, one per back-to-back pair (auditPaired)
+	auditPairs                   []float64            // stdout throughput with an audit log ÷ without, one per back-to-back pair (paired)
+	ttyPairs                     []float64            // tty stdout throughput recorded ÷ not, one per back-to-back pair
 	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
 	fileWrite                    []float64            // CPU s/GiB of copying a recording's bytes out and writing them to a file, no encoding (fileWriteCPU)
 	backend                      *child               // three-process mode
@@ -193,10 +194,24 @@ func orchestrate(o options) error {
 	}
 
 	if o.want("audit") && o.want("stdout") {
-		if r.auditPairs, err = auditPaired(ctx, paths, o.size, max(15, 5*o.reps)); err != nil {
+		stdout := func(p *path) (time.Duration, error) { return p.stdout(ctx, o.size) }
+		if r.auditPairs, err = paired(paths, max(15, 5*o.reps), stdout); err != nil {
 			return err
 		}
 		logf("audit log: stdout with ÷ without, %d pairs, median %.3f", len(r.auditPairs), median(r.auditPairs))
+	}
+	if o.want("audit") {
+		tty := func(p *path) (time.Duration, error) {
+			d, err := p.ttyStdout(ctx, ttySize(o.size), "")
+			if err == nil && p.name == "kubestream-audit" {
+				r.noteRecording(dir, ttySize(o.size))
+			}
+			return d, err
+		}
+		if r.ttyPairs, err = paired(paths, max(15, 5*o.reps), tty); err != nil {
+			return err
+		}
+		logf("recording: tty stdout with ÷ without, %d pairs, median %.3f", len(r.ttyPairs), median(r.ttyPairs))
 	}
 
 	for _, n := range strings.Split(o.concurrency, ",") {
@@ -244,13 +259,13 @@ func orchestrate(o options) error {
 	return r.write(o)
 }
 
-// auditPaired measures what an audit log costs a bulk stdout transfer as
-// ratios of back-to-back pairs, the order alternating between pairs. The
-// log writes two records a session, a cost far under this machine's
-// spread from one transfer to the next (±5%): the medians of three
-// unpaired repetitions, taken minutes apart, put the ratio anywhere
-// between 0.93 and 1.01.
-func auditPaired(ctx context.Context, paths []*path, size int64, n int) ([]float64, error) {
+// paired measures what the audit log (and a recording) costs a transfer as
+// throughput ratios of back-to-back pairs, kubestream with it and without,
+// the order alternating between pairs. Its cost is within this machine's
+// spread from one transfer to the next: the medians of three unpaired
+// repetitions, taken minutes apart, put the audit log's ratio anywhere
+// between 0.93 and 1.01, and one tty session's anywhere within ±0.1.
+func paired(paths []*path, n int, measure func(*path) (time.Duration, error)) ([]float64, error) {
 	var without, with *path
 	for _, p := range paths {
 		switch p.name {
@@ -269,8 +284,8 @@ func auditPaired(ctx context.Context, paths []*path, size int64, n int) ([]float
 		var d [2]time.Duration
 		for j, p := range pair {
 			var err error
-			if d[j], err = p.stdout(ctx, size); err != nil {
-				return nil, fmt.Errorf("%s stdout, pair %d: %w", p.name, i, err)
+			if d[j], err = measure(p); err != nil {
+				return nil, fmt.Errorf("%s, pair %d: %w", p.name, i, err)
 			}
 		}
 		if i%2 == 1 {
@@ -285,6 +300,28 @@ func auditPaired(ctx context.Context, paths []*path, size int64, n int) ([]float
 // goes after each repetition), so it is kept to 256 MiB a session; shorter
 // transfers, a tenth of a second, left the ratio to chance.
 func ttySize(size int64) int64 { return min(size, 256<<20) }
+
+// noteRecording checks the recording a tty session of size bytes left in
+// dir and removes it, to spare the disk. A recording that stopped (its disk
+// fell behind) would make the figure a lie: it must hold every byte, and be
+// closed (cut after its last event, not ending in the zeros it is
+// allocated ahead with).
+func (r *results) noteRecording(dir string, size int64) {
+	files, _ := filepath.Glob(filepath.Join(dir, "recordings", "*.cast"))
+	complete := false
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() >= size && endsInNewline(f, st.Size()) {
+			complete = true
+		}
+		_ = os.Remove(f)
+	}
+	if !complete && r.recordingCut == "" {
+		r.recordingCut = "no reason on record"
+		if why := recordingErrors(filepath.Join(dir, "audit.log")); why != "" {
+			r.recordingCut = why
+		}
+	}
+}
 
 // measureRep takes one repetition of every figure selected by -only.
 func measureRep(ctx context.Context, p *path, o options, r *results, dir string) error {
@@ -327,24 +364,7 @@ func measureRep(ctx context.Context, p *path, o options, r *results, dir string)
 				return err
 			}
 			r.fileWrite = append(r.fileWrite, fw)
-			// A recording that stopped (its disk fell behind) would make
-			// the figure a lie: it must hold every byte, and be closed
-			// (cut after its last event, not ending in the zeros it is
-			// allocated ahead with). Then it goes, to spare the disk.
-			files, _ := filepath.Glob(filepath.Join(dir, "recordings", "*.cast"))
-			complete := false
-			for _, f := range files {
-				if st, err := os.Stat(f); err == nil && st.Size() >= ttySize(o.size) && endsInNewline(f, st.Size()) {
-					complete = true
-				}
-				_ = os.Remove(f)
-			}
-			if !complete && r.recordingCut == "" {
-				r.recordingCut = "no reason on record"
-				if why := recordingErrors(filepath.Join(dir, "audit.log")); why != "" {
-					r.recordingCut = why
-				}
-			}
+			r.noteRecording(dir, ttySize(o.size))
 		}
 	}
 	if o.want("stdin") {
