@@ -33,6 +33,7 @@ type results struct {
 	recordingCut                 string               // why a recording stopped before the end of its session
 	auditPairs                   []float64            // stdout throughput with an audit log ÷ without, one per back-to-back pair (paired)
 	ttyPairs                     []float64            // tty stdout throughput recorded ÷ not, one per back-to-back pair
+	diskPairs                    []float64            // tty stdout throughput with a recording's disk writes beside (diskBeside) ÷ without, per pair
 	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
 	fileWrite                    []float64            // CPU s/GiB of copying a recording's bytes out and writing them to a file, no encoding (fileWriteCPU)
 	backend                      *child               // three-process mode
@@ -193,25 +194,35 @@ func orchestrate(o options) error {
 		}
 	}
 
-	if o.want("audit") && o.want("stdout") {
-		stdout := func(p *path) (time.Duration, error) { return p.stdout(ctx, o.size) }
-		if r.auditPairs, err = paired(paths, max(15, 5*o.reps), stdout); err != nil {
-			return err
-		}
-		logf("audit log: stdout with ÷ without, %d pairs, median %.3f", len(r.auditPairs), median(r.auditPairs))
-	}
 	if o.want("audit") {
-		tty := func(p *path) (time.Duration, error) {
-			d, err := p.ttyStdout(ctx, ttySize(o.size), "")
-			if err == nil && p.name == "kubestream-audit" {
-				r.noteRecording(dir, ttySize(o.size))
+		without, with := pathNamed(paths, "kubestream"), pathNamed(paths, "kubestream-audit")
+		n := max(15, 5*o.reps)
+		if o.want("stdout") {
+			stdout := func(p *path) func() (time.Duration, error) {
+				return func() (time.Duration, error) { return p.stdout(ctx, o.size) }
 			}
-			return d, err
+			if r.auditPairs, err = paired(n, stdout(without), stdout(with)); err != nil {
+				return fmt.Errorf("audit log pairs: %w", err)
+			}
+			logf("audit log: stdout with ÷ without, %d pairs, median %.3f", len(r.auditPairs), median(r.auditPairs))
 		}
-		if r.ttyPairs, err = paired(paths, max(15, 5*o.reps), tty); err != nil {
-			return err
+		tty := func(p *path, diskDir string) func() (time.Duration, error) {
+			return func() (time.Duration, error) {
+				d, err := p.ttyStdout(ctx, ttySize(o.size), diskDir)
+				if err == nil && p == with {
+					r.noteRecording(dir, ttySize(o.size))
+				}
+				return d, err
+			}
+		}
+		if r.ttyPairs, err = paired(n, tty(without, ""), tty(with, "")); err != nil {
+			return fmt.Errorf("recording pairs: %w", err)
 		}
 		logf("recording: tty stdout with ÷ without, %d pairs, median %.3f", len(r.ttyPairs), median(r.ttyPairs))
+		if r.diskPairs, err = paired(n, tty(without, ""), tty(without, dir)); err != nil {
+			return fmt.Errorf("disk pairs: %w", err)
+		}
+		logf("the disk alone: tty stdout with a recording's writes beside ÷ without, %d pairs, median %.3f", len(r.diskPairs), median(r.diskPairs))
 	}
 
 	for _, n := range strings.Split(o.concurrency, ",") {
@@ -259,41 +270,44 @@ func orchestrate(o options) error {
 	return r.write(o)
 }
 
-// paired measures what the audit log (and a recording) costs a transfer as
-// throughput ratios of back-to-back pairs, kubestream with it and without,
-// the order alternating between pairs. Its cost is within this machine's
-// spread from one transfer to the next: the medians of three unpaired
-// repetitions, taken minutes apart, put the audit log's ratio anywhere
-// between 0.93 and 1.01, and one tty session's anywhere within ±0.1.
-func paired(paths []*path, n int, measure func(*path) (time.Duration, error)) ([]float64, error) {
-	var without, with *path
-	for _, p := range paths {
-		switch p.name {
-		case "kubestream":
-			without = p
-		case "kubestream-audit":
-			with = p
-		}
-	}
+// paired measures what the audit log, a recording or a recording's disk
+// writes cost a transfer, as throughput ratios of n back-to-back pairs
+// (with ÷ without), the order alternating between pairs. Each cost is
+// within this machine's spread from one transfer to the next: the medians
+// of three unpaired repetitions, taken minutes apart, put the audit log's
+// ratio anywhere between 0.93 and 1.01, and one tty session's anywhere
+// within ±0.1.
+func paired(n int, without, with func() (time.Duration, error)) ([]float64, error) {
 	ratios := make([]float64, 0, n)
 	for i := range n {
-		pair := [2]*path{without, with}
+		first, second := without, with
 		if i%2 == 1 {
-			pair = [2]*path{with, without}
+			first, second = with, without
 		}
-		var d [2]time.Duration
-		for j, p := range pair {
-			var err error
-			if d[j], err = measure(p); err != nil {
-				return nil, fmt.Errorf("%s, pair %d: %w", p.name, i, err)
-			}
+		d0, err := first()
+		if err != nil {
+			return nil, fmt.Errorf("pair %d: %w", i, err)
+		}
+		d1, err := second()
+		if err != nil {
+			return nil, fmt.Errorf("pair %d: %w", i, err)
 		}
 		if i%2 == 1 {
-			d[0], d[1] = d[1], d[0]
+			d0, d1 = d1, d0
 		}
-		ratios = append(ratios, d[0].Seconds()/d[1].Seconds()) // throughput with ÷ without
+		ratios = append(ratios, d0.Seconds()/d1.Seconds()) // throughput with ÷ without
 	}
 	return ratios, nil
+}
+
+// pathNamed is the path of that name.
+func pathNamed(paths []*path, name string) *path {
+	for _, p := range paths {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
 }
 
 // ttySize is the tty transfer: a recording writes all of it to disk (and
