@@ -320,13 +320,21 @@ func ttySize(size int64) int64 { return min(size, 256<<20) }
 // fell behind) would make the figure a lie: it must hold every byte, and be
 // closed (cut after its last event, not ending in the zeros it is
 // allocated ahead with).
+//
+// The client has its exit status before the server's recorder has closed
+// the file, so the check waits for it, a few seconds at most.
 func (r *results) noteRecording(dir string, size int64) {
-	files, _ := filepath.Glob(filepath.Join(dir, "recordings", "*.cast"))
+	var files []string
 	complete := false
-	for _, f := range files {
-		if st, err := os.Stat(f); err == nil && st.Size() >= size && endsInNewline(f, st.Size()) {
-			complete = true
+	for deadline := time.Now().Add(5 * time.Second); !complete && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		files, _ = filepath.Glob(filepath.Join(dir, "recordings", "*.cast"))
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil && st.Size() >= size && endsInNewline(f, st.Size()) {
+				complete = true
+			}
 		}
+	}
+	for _, f := range files {
 		_ = os.Remove(f)
 	}
 	if !complete && r.recordingCut == "" {
