@@ -143,8 +143,15 @@ func serveBinary(t *testing.T, wrapper []string, extra ...string) *binaryNode {
 	}
 	go func() { b.exited <- b.cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = b.cmd.Process.Kill()
-		<-b.exited
+		// SIGTERM first: serve then stops its reference runtime, which
+		// removes its socket directory (a SIGKILL left one in /tmp per run).
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.exited:
+		case <-time.After(10 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-b.exited
+		}
 	})
 	b.url = fmt.Sprintf("https://127.0.0.1:%d", port)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
