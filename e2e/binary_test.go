@@ -107,6 +107,18 @@ type binaryNode struct {
 	log      bytes.Buffer
 }
 
+// terminate ends a child process: SIGTERM, then SIGKILL after grace;
+// exited yields its Wait.
+func terminate(cmd *exec.Cmd, exited <-chan error, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
 // serveBinary builds kubestream and runs serve (under wrapper, e.g. prlimit,
 // when given) with extra flags, and waits for /healthz.
 func serveBinary(t *testing.T, wrapper []string, extra ...string) *binaryNode {
@@ -142,17 +154,9 @@ func serveBinary(t *testing.T, wrapper []string, extra ...string) *binaryNode {
 		t.Fatal(err)
 	}
 	go func() { b.exited <- b.cmd.Wait() }()
-	t.Cleanup(func() {
-		// SIGTERM first: serve then stops its reference runtime, which
-		// removes its socket directory (a SIGKILL left one in /tmp per run).
-		_ = b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.exited:
-		case <-time.After(10 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.exited
-		}
-	})
+	// SIGTERM first: serve then stops its reference runtime, which removes
+	// its socket directory (a SIGKILL left one in /tmp per run).
+	t.Cleanup(func() { terminate(b.cmd, b.exited, 10*time.Second) })
 	b.url = fmt.Sprintf("https://127.0.0.1:%d", port)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	waitFor(t, 30*time.Second, func() bool {

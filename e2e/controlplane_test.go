@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -209,13 +208,7 @@ func (cp *controlPlane) stopProcess(p *process) {
 		return
 	}
 	p.stopped = true
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	terminate(p.cmd, p.done, 20*time.Second)
 	if cp.t.Failed() {
 		cp.showLog(p)
 	}
