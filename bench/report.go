@@ -189,10 +189,11 @@ func (r *results) write(o options) error {
 					"to the translator. The unrecorded tty session costs its three processes %.2f CPU-s/GiB, so where the session already fills the cores, "+
 					"even the floor would leave about %.2f of the throughput.\n", fw, added, whole, whole/(whole+fw))
 			}
-			if disk, without := median(r.ttyDiskMBps), median(r.ttyMBps["kubestream"]); disk > 0 && without > 0 {
+			if len(r.diskPairs) > 0 && len(r.ttyPairs) > 0 {
 				fmt.Fprintf(&s, "\nThe disk's share alone, same run: with only a recording's writes beside it (the same bytes, 1 MiB at a time as they "+
-					"arrive, direct I/O as the recorder's, no recorder: bench/measure.go diskBeside), the unrecorded tty session ran at %.1f MB/s, "+
-					"%s of its throughput: what writing the bytes to this disk costs any recorder here.\n", disk, ratio(disk, without))
+					"arrive, direct I/O as the recorder's, no recorder: bench/measure.go diskBeside), the unrecorded tty session kept %.2f of its "+
+					"throughput (paired median): what writing the bytes to this disk costs any recorder here. The recorder's own share is what lies "+
+					"between that and the recorded session's %.2f.\n", median(r.diskPairs), median(r.ttyPairs))
 			}
 		}
 	}

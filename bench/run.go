@@ -29,7 +29,6 @@ import (
 type results struct {
 	stdoutMBps, stdinMBps        map[string][]float64
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
-	ttyDiskMBps                  []float64            // kubestream's tty stdout with a recording's disk writes beside it (diskBeside), no recorder
 	recordingCut                 string               // why a recording stopped before the end of its session
 	auditPairs                   []float64            // stdout throughput with an audit log ÷ without, one per back-to-back pair (paired)
 	ttyPairs                     []float64            // tty stdout throughput recorded ÷ not, one per back-to-back pair
@@ -368,15 +367,6 @@ func measureRep(ctx context.Context, p *path, o options, r *results, dir string)
 			return fmt.Errorf("%s tty stdout: %w", p.name, err)
 		}
 		cpu1, self1, back1 := p.proc.cpu(), procCPU(os.Getpid()), r.backend.cpu()
-		if p.name == "kubestream" {
-			// The same session with the disk's share of a recording
-			// beside it (diskBeside), and no recorder.
-			dd, err := p.ttyStdout(ctx, ttySize(o.size), dir)
-			if err != nil {
-				return fmt.Errorf("%s tty stdout with the disk beside: %w", p.name, err)
-			}
-			r.ttyDiskMBps = append(r.ttyDiskMBps, mbps(ttySize(o.size), dd))
-		}
 		r.ttyMBps[p.name] = append(r.ttyMBps[p.name], mbps(ttySize(o.size), d))
 		r.cpuTTY[p.name] = append(r.cpuTTY[p.name], ttyGiB(cpu1-cpu0))
 		r.sessionTTY[p.name] = append(r.sessionTTY[p.name], ttyGiB(cpu1-cpu0+self1-self0+back1-back0))

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,9 +144,6 @@ func table(w io.Writer, dir, title, date, stock string, same bool, once *regexp.
 			case !ok && i > 0 && once != nil && once.MatchString(n):
 				cells[i] = "left out"
 				totals[wk]["not run"]++
-				if i == 1 {
-					leftOut = append(leftOut, n)
-				}
 			case !ok:
 				cells[i] = "not run"
 				totals[wk]["not run"]++
@@ -175,6 +173,9 @@ func table(w io.Writer, dir, title, date, stock string, same bool, once *regexp.
 						results[n][workers[0]].status, workers[0], results[n][wk].status, wk))
 				}
 			}
+		}
+		if slices.Contains(cells, "left out") {
+			leftOut = append(leftOut, n)
 		}
 		fmt.Fprintf(w, "| %s | %s |\n", escape(n), strings.Join(cells, " | "))
 	}
