@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,16 +54,18 @@ func (c *Conn) spliceFrom(ch byte, src io.Reader, size int) (n int64, ok bool, e
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
-	size = min(size, maxSplice)
+	s := &splicer{r: p[0], w: p[1], size: min(size, maxSplice), blocking: blocking}
+	// Bound once: the poller's callbacks, taken per chunk, allocate nothing.
+	fill, drain := s.fill, s.drain
 	for {
-		m, err := spliceIn(in, blocking, p[1], size)
+		m, err := s.spliceIn(in, fill)
 		if n == 0 && (err == unix.EINVAL || err == unix.ENOSYS) {
 			return 0, false, nil // this source cannot be spliced; nothing was taken from it
 		}
 		if err != nil || m == 0 { // 0: the writers closed (EOF)
 			return n, true, err
 		}
-		if err := c.writeSpliced(ch, out, p[0], m); err != nil {
+		if err := c.writeSpliced(ch, out, s, drain, m); err != nil {
 			return n, true, err
 		}
 		n += int64(m)
@@ -87,32 +90,96 @@ func pipeMode(rc syscall.RawConn) (blocking, isPipe bool) {
 	return blocking, isPipe
 }
 
-// spliceIn moves up to size bytes from src into the (empty) pipe w,
-// waiting on Go's poller until some are there or the writers are gone.
-func spliceIn(src syscall.RawConn, blocking bool, w, size int) (int, error) {
-	flags := unix.SPLICE_F_NONBLOCK
-	if blocking {
-		flags = 0
-	}
-	var m int64
-	var serr error
-	err := src.Read(func(fd uintptr) bool {
-		for {
-			m, serr = unix.Splice(int(fd), nil, w, nil, size, flags)
-			if serr != unix.EINTR {
-				return serr != unix.EAGAIN
-			}
-		}
-	})
-	if err == nil {
-		err = serr
-	}
-	return int(m), err
+// splicer is one spliceFrom's state: its pipe, and what the poller's
+// callbacks (fill, drain) hand back, kept here so that a chunk costs no
+// allocation.
+//
+// The calls that cannot block are raw system calls. A process whose only
+// work is this loop wakes once per chunk, and Go's ordinary system call
+// path then also wakes the runtime's monitor thread on the way in
+// (entersyscall) and hands it back on the way out, a few system calls of
+// its own for each of ours; RawSyscall skips that bookkeeping, which is
+// only needed for calls that may block. They cannot here: src and the
+// socket are non-blocking, and SPLICE_F_NONBLOCK makes the pipe so.
+type splicer struct {
+	r, w     int  // the pipe's read and write ends
+	size     int  // the most a chunk moves
+	blocking bool // src is a blocking descriptor: fill waits in the kernel
+
+	m    int           // fill: bytes moved into the pipe
+	hdr  []byte        // drain: the header still to send
+	left int           // drain: payload bytes still in the pipe
+	err  syscall.Errno // the last call's error
 }
 
-// writeSpliced sends one message of m bytes, the pipe r's whole content:
-// the header from here, the payload from the pipe. Under mu, as every write.
-func (c *Conn) writeSpliced(ch byte, dst syscall.RawConn, r, m int) error {
+// spliceIn moves up to s.size bytes from src into the (empty) pipe,
+// waiting on Go's poller until some are there or the writers are gone.
+func (s *splicer) spliceIn(src syscall.RawConn, fill func(uintptr) bool) (int, error) {
+	s.m, s.err = 0, 0
+	if err := src.Read(fill); err != nil {
+		return 0, err
+	}
+	if s.err != 0 {
+		return 0, s.err
+	}
+	return s.m, nil
+}
+
+// fill is spliceIn's callback: false (wait for the poller) while src is
+// empty.
+func (s *splicer) fill(fd uintptr) bool {
+	for {
+		var m int
+		if s.blocking {
+			// May wait for src: the ordinary path, which lets the
+			// runtime run other goroutines meanwhile.
+			k, err := unix.Splice(int(fd), nil, s.w, nil, s.size, 0)
+			m, s.err = int(k), errno(err)
+		} else {
+			m, s.err = rawSplice(int(fd), s.w, s.size, unix.SPLICE_F_NONBLOCK)
+		}
+		if s.err != unix.EINTR {
+			s.m = max(m, 0)
+			return s.err != unix.EAGAIN
+		}
+	}
+}
+
+// drain is writeSpliced's callback: it sends the header, then the pipe's
+// payload; false (wait for the poller) while the socket is full.
+func (s *splicer) drain(fd uintptr) bool {
+	for len(s.hdr) > 0 {
+		k, err := rawSend(int(fd), s.hdr, unix.MSG_MORE|unix.MSG_NOSIGNAL)
+		switch err {
+		case 0:
+			s.hdr = s.hdr[k:]
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false
+		default:
+			s.err = err
+			return true
+		}
+	}
+	for s.left > 0 {
+		k, err := rawSplice(s.r, int(fd), s.left, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
+		switch err {
+		case 0:
+			s.left -= k
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false
+		default:
+			s.err = err
+			return true
+		}
+	}
+	return true
+}
+
+// writeSpliced sends one message of m bytes, the pipe's whole content: the
+// header from here, the payload from the pipe. Under mu, as every write.
+func (c *Conn) writeSpliced(ch byte, dst syscall.RawConn, s *splicer, drain func(uintptr) bool, m int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.beginWrite(); err != nil {
@@ -120,38 +187,35 @@ func (c *Conn) writeSpliced(ch byte, dst syscall.RawConn, r, m int) error {
 	}
 	c.hdr = appendHeader(c.hdr[:0], OpBinary, 1+m)
 	c.hdr = append(c.hdr, ch)
-	hdr := c.hdr
-	left := m
-	var werr error
-	err := dst.Write(func(fd uintptr) bool {
-		for len(hdr) > 0 && werr == nil {
-			k, err := unix.SendmsgN(int(fd), hdr, nil, nil, unix.MSG_MORE|unix.MSG_NOSIGNAL)
-			switch err {
-			case nil:
-				hdr = hdr[k:]
-			case unix.EINTR:
-			case unix.EAGAIN:
-				return false
-			default:
-				werr = err
-			}
-		}
-		for left > 0 && werr == nil {
-			k, err := unix.Splice(r, nil, int(fd), nil, left, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
-			switch err {
-			case nil:
-				left -= int(k)
-			case unix.EINTR:
-			case unix.EAGAIN:
-				return false
-			default:
-				werr = err
-			}
-		}
-		return true
-	})
-	if err == nil {
-		err = werr
+	s.hdr, s.left, s.err = c.hdr, m, 0
+	if err := dst.Write(drain); err != nil {
+		return err
 	}
-	return err
+	if s.err != 0 {
+		return s.err
+	}
+	return nil
+}
+
+// rawSplice is splice(2) for calls that cannot block (splicer's comment).
+func rawSplice(in, out, n, flags int) (int, syscall.Errno) {
+	r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), uintptr(flags))
+	return int(r), e
+}
+
+// rawSend is send(2) of b for calls that cannot block (splicer's comment).
+func rawSend(fd int, b []byte, flags int) (int, syscall.Errno) {
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(flags), 0, 0)
+	return int(r), e
+}
+
+// errno is err as a syscall.Errno (0 for nil).
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	if e, ok := err.(syscall.Errno); ok {
+		return e
+	}
+	return unix.EIO
 }
