@@ -106,6 +106,7 @@ type Conn struct {
 
 	rd readState // the read side (read.go), the read loop's alone
 
+	src   io.Reader // what every byte after the handshake is read from (newSource)
 	plain bool      // the connection is plain TCP: WriteChannel writes p as is
 	hdr   []byte    // WriteChannel's and WriteInPlace's header, under mu
 	iov   [2][]byte // WriteChannel's writev, under mu
@@ -121,7 +122,7 @@ func Slack(window time.Duration) time.Duration { return min(time.Second, window/
 // touches ws.
 func NewConn(ws *websocket.Conn, cfg *Limits) *Conn {
 	_, plain := ws.NetConn().(*net.TCPConn)
-	c := &Conn{ws: ws, cfg: cfg, plain: plain}
+	c := &Conn{ws: ws, cfg: cfg, plain: plain, src: newSource(ws.NetConn())}
 	c.extendReadDeadline()
 	return c
 }

@@ -17,7 +17,8 @@ import (
 // allocation per frame on the hottest path. gorilla does the handshake,
 // control frames and the writes of Conn.WriteFrame; Conn.WriteInPlace
 // writes to the connection itself (see there). Every byte after the
-// handshake is read from gorilla's NetConn(): Hijacker hands gorilla the
+// handshake is read from gorilla's NetConn() (Conn.src: on plain TCP with
+// raw system calls, rawread_linux.go): Hijacker hands gorilla the
 // connection with whatever the HTTP server had buffered put back in front
 // (upgrade.Unread), so a first frame sent with the handshake is not lost.
 
@@ -126,7 +127,7 @@ func (c *Conn) fail(err error) error {
 func (c *Conn) nextFrame() (int, error) {
 	r := &c.rd
 	for {
-		conn := c.ws.NetConn()
+		conn := c.src
 		if err := r.Fill(conn, 2); err != nil {
 			return 0, err
 		}
@@ -237,7 +238,7 @@ func validCloseCode(code int) bool {
 // p).
 func (c *Conn) readRaw(p []byte) (int, error) {
 	r := &c.rd
-	n, err := r.Read(c.ws.NetConn(), p, int(min(int64(len(p)), r.left)))
+	n, err := r.Read(c.src, p, int(min(int64(len(p)), r.left)))
 	if n > 0 {
 		r.maskPos = Unmask(r.mask, r.maskPos, p[:n])
 		r.left -= int64(n)
