@@ -47,10 +47,16 @@ export KUBESTREAM_KUBE_BIN
 dir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
 wsdir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
 ns=kubestream-e2e-$$
+# The tests' temporary directories, removed once containerd is down: the
+# tests' own cleanups left empty log directories of the kubelet's pods
+# behind (the pods outlive each kubelet in containerd), one set per kubelet.
+# A short name: the kubelet's sockets live below it.
+tmp=$(mktemp -d /tmp/ks-t-XXXXXX)
 cleanup() {
 	hack/containerd.sh down "$dir" || true
 	hack/containerd.sh down "$wsdir" || true
 	ip netns del "$ns" 2>/dev/null || true
+	rm -rf "$tmp" || true
 }
 trap cleanup EXIT
 # Everything the namespace runs is built out here, where the module proxy
@@ -88,6 +94,7 @@ fi
 	source "$dir/env"
 	export KUBESTREAM_KUBELET_RUNTIME=$KUBESTREAM_CONTAINERD_ENDPOINT
 	unset KUBESTREAM_CONTAINERD_ENDPOINT
+	export TMPDIR=$tmp
 	cd e2e
 	innet "$dir/bin/e2e.test" -test.run "^$TEST\$" -test.count=1 -test.timeout $timeout ${KUBESTREAM_TEST_VERBOSE:+-test.v}
 ) || { tail -30 "$dir/containerd.log" >&2; exit 1; }
