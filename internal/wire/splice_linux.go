@@ -148,30 +148,26 @@ func (s *splicer) fill(fd uintptr) bool {
 // drain is writeSpliced's callback: it sends the header, then the pipe's
 // payload; false (wait for the poller) while the socket is full.
 func (s *splicer) drain(fd uintptr) bool {
-	for len(s.hdr) > 0 {
-		k, err := rawSend(int(fd), s.hdr, unix.MSG_MORE|unix.MSG_NOSIGNAL)
-		switch err {
-		case 0:
-			s.hdr = s.hdr[k:]
-		case unix.EINTR:
-		case unix.EAGAIN:
-			return false
-		default:
-			s.err = err
-			return true
+	for len(s.hdr) > 0 || s.left > 0 {
+		header := len(s.hdr) > 0
+		var k int
+		var err syscall.Errno
+		if header {
+			k, err = rawSend(int(fd), s.hdr, unix.MSG_MORE|unix.MSG_NOSIGNAL)
+		} else {
+			k, err = rawSplice(s.r, int(fd), s.left, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
 		}
-	}
-	for s.left > 0 {
-		k, err := rawSplice(s.r, int(fd), s.left, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
-		switch err {
-		case 0:
-			s.left -= k
-		case unix.EINTR:
-		case unix.EAGAIN:
+		switch {
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
 			return false
-		default:
+		case err != 0:
 			s.err = err
 			return true
+		case header:
+			s.hdr = s.hdr[k:]
+		default:
+			s.left -= k
 		}
 	}
 	return true
