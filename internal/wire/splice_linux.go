@@ -128,19 +128,15 @@ func (s *splicer) spliceIn(src syscall.RawConn, fill func(uintptr) bool) (int, e
 // fill is spliceIn's callback: false (wait for the poller) while src is
 // empty.
 func (s *splicer) fill(fd uintptr) bool {
+	flags := unix.SPLICE_F_NONBLOCK
+	if s.blocking {
+		flags = 0
+	}
 	for {
-		var m int
-		if s.blocking {
-			// May wait for src: the ordinary path, which lets the
-			// runtime run other goroutines meanwhile.
-			k, err := unix.Splice(int(fd), nil, s.w, nil, s.size, 0)
-			m, s.err = int(k), errno(err)
-		} else {
-			m, s.err = rawSplice(int(fd), s.w, s.size, unix.SPLICE_F_NONBLOCK)
-		}
-		if s.err != unix.EINTR {
-			s.m = max(m, 0)
-			return s.err != unix.EAGAIN
+		m, err := splice(int(fd), s.w, s.size, flags, s.blocking)
+		if err != unix.EINTR {
+			s.m, s.err = max(m, 0), err
+			return err != unix.EAGAIN
 		}
 	}
 }
@@ -155,7 +151,7 @@ func (s *splicer) drain(fd uintptr) bool {
 		if header {
 			k, err = rawSend(int(fd), s.hdr, unix.MSG_MORE|unix.MSG_NOSIGNAL)
 		} else {
-			k, err = rawSplice(s.r, int(fd), s.left, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
+			k, err = splice(s.r, int(fd), s.left, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE, false)
 		}
 		switch {
 		case err == unix.EINTR:
@@ -193,8 +189,14 @@ func (c *Conn) writeSpliced(ch byte, dst syscall.RawConn, s *splicer, drain func
 	return nil
 }
 
-// rawSplice is splice(2) for calls that cannot block (splicer's comment).
-func rawSplice(in, out, n, flags int) (int, syscall.Errno) {
+// splice is splice(2): a raw system call unless it mayBlock (a blocking
+// source, which waits in the kernel through the ordinary path so that the
+// runtime runs other goroutines meanwhile; splicer's comment says why).
+func splice(in, out, n, flags int, mayBlock bool) (int, syscall.Errno) {
+	if mayBlock {
+		r, _, e := unix.Syscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), uintptr(flags))
+		return int(r), e
+	}
 	r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), uintptr(flags))
 	return int(r), e
 }
@@ -203,15 +205,4 @@ func rawSplice(in, out, n, flags int) (int, syscall.Errno) {
 func rawSend(fd int, b []byte, flags int) (int, syscall.Errno) {
 	r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(flags), 0, 0)
 	return int(r), e
-}
-
-// errno is err as a syscall.Errno (0 for nil).
-func errno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	if e, ok := err.(syscall.Errno); ok {
-		return e
-	}
-	return unix.EIO
 }
