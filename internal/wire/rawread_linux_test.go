@@ -12,25 +12,7 @@ import (
 // the bytes, then io.EOF at the peer's close; a timeout past the read
 // deadline; net.ErrClosed once closed.
 func TestRawReader(t *testing.T) {
-	pair := func() (*net.TCPConn, net.Conn) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		peer, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(); peer.Close() })
-		return c.(*net.TCPConn), peer
-	}
-
-	c, peer := pair()
+	c, peer := tcpPair(t)
 	r := newSource(c)
 	if _, ok := r.(*rawReader); !ok {
 		t.Fatalf("plain TCP read through %T", r)
@@ -46,7 +28,7 @@ func TestRawReader(t *testing.T) {
 		t.Fatalf("read %q, %v", got, err)
 	}
 
-	c, _ = pair()
+	c, _ = tcpPair(t)
 	r = newSource(c)
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	if n, err := r.Read(make([]byte, 8)); n != 0 || !IsTimeout(err) {

@@ -15,22 +15,8 @@ import (
 // anything per chunk is paid tens of thousands of times a GiB). Each 4 KiB
 // write is read by the client before the next is made, so each is a chunk.
 func TestSpliceChunksAllocateNothing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	server, client := tcpPair(t)
 	c := NewConn(wiretest.ServerWS(t, server, 0), &DefaultLimits)
-	defer server.Close()
 	if err := skip101(client); err != nil {
 		t.Fatal(err)
 	}
@@ -97,4 +83,25 @@ func skip101(conn net.Conn) error {
 		last[3] = b[0]
 	}
 	return nil
+}
+
+// tcpPair is both ends of a loopback TCP connection, closed at the test's
+// end: the accepted one, then the dialled one.
+func tcpPair(t *testing.T) (*net.TCPConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	return c.(*net.TCPConn), peer
 }
