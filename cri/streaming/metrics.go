@@ -12,6 +12,7 @@ type Metrics struct {
 	out    *prometheus.CounterVec
 	kernel prometheus.Counter
 	copied prometheus.Counter
+	resets *prometheus.CounterVec
 }
 
 // NewMetrics registers the runtime server's metrics with reg
@@ -32,9 +33,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		out: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubestream_runtime_streaming_output_bytes_total",
 			Help: "Output bytes (stdout and stderr) the runtime's streaming server sent in v5 sessions, by path: kernel (splice(2) from the runtime's pipe to the socket) or copy (through a buffer).",
-		}, []string{"path"})}
+		}, []string{"path"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubestream_runtime_portforward_connections_reset_total",
+			Help: "Forwarded connections the pod reset (connection-reset) or broke (broken-pipe) mid-stream: each ended alone, its data stream reset, its session going on.",
+		}, []string{"reason"})}
 	m.kernel, m.copied = m.out.WithLabelValues("kernel"), m.out.WithLabelValues("copy")
-	for _, c := range []prometheus.Collector{m.requests, m.open, m.out} {
+	for _, c := range []prometheus.Collector{m.requests, m.open, m.out, m.resets} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -57,6 +62,14 @@ func (m *Metrics) session(kind string) func() {
 	g := m.open.WithLabelValues(kind)
 	g.Inc()
 	return g.Dec
+}
+
+// connectionReset counts a forwarded connection the pod reset or broke
+// (reason: connreset's).
+func (m *Metrics) connectionReset(reason string) {
+	if m != nil {
+		m.resets.WithLabelValues(reason).Inc()
+	}
 }
 
 // output counts n bytes of output sent by the kernel path or a copy.

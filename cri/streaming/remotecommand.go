@@ -74,15 +74,19 @@ func (s *server) serveV5(w http.ResponseWriter, r *http.Request, kind string, op
 
 	done := make(chan *metav1.Status, 1)
 	go func() {
-		err := run(ctx, p)
-		if stdinR != nil {
-			stdinR.CloseWithError(errProcessDone)
-		}
-		st := wire.ExitStatus(err)
-		if s.ctx.Err() != nil {
-			st = shutdownStatus() // the call ended because the server stops
-		}
-		wc.CloseWith(wire.StatusFrame(st), websocket.CloseNormalClosure, "")
+		var st *metav1.Status
+		// Counted until the status is written (see Stop).
+		s.calls.run(func() {
+			err := run(ctx, p)
+			if stdinR != nil {
+				stdinR.CloseWithError(errProcessDone)
+			}
+			st = wire.ExitStatus(err)
+			if s.ctx.Err() != nil {
+				st = shutdownStatus() // the call ended because the server stops
+			}
+			wc.CloseWith(wire.StatusFrame(st), websocket.CloseNormalClosure, "")
+		})
 		done <- st
 	}()
 	wc.StartKeepalive(nil, func() {

@@ -24,6 +24,7 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/internal/connreset"
 	"github.com/kubestream/kubestream/internal/wire"
 )
 
@@ -126,13 +127,13 @@ func NewServer(config Config, runtime Runtime) (Server, error) {
 	s := &server{
 		config:  config,
 		runtime: runtime,
-		adapter: &criAdapter{runtime},
 		tokens:  newTokens(),
 		// cri-streaming serves the others; it must not see the ones
 		// served here (it would refuse them).
 		upstreamRC: without(config.SupportedRemoteCommandProtocols, ProtocolV5),
 		upstreamPF: without(config.SupportedPortForwardProtocols, ProtocolTunnel),
 	}
+	s.adapter = &criAdapter{s}
 	s.native.v5 = slices.Contains(config.SupportedRemoteCommandProtocols, ProtocolV5)
 	s.native.tunnel = slices.Contains(config.SupportedPortForwardProtocols, ProtocolTunnel)
 	pool := &sync.Pool{} // every session's write buffers (wire.NewUpgrader)
@@ -168,10 +169,11 @@ type server struct {
 	upstreamRC []string
 	upstreamPF []string
 
-	// ctx ends the sessions served natively when the server stops: the
-	// http.Server forgets hijacked connections.
-	ctx  context.Context
-	stop context.CancelFunc
+	// ctx ends every session's runtime call when the server stops (the
+	// http.Server forgets hijacked connections); calls counts them.
+	ctx   context.Context
+	stop  context.CancelFunc
+	calls runtimeCalls
 }
 
 func without(list []string, drop string) []string {
@@ -250,12 +252,73 @@ func (s *server) Start(stayUp bool) error {
 }
 
 // Stop closes the listener and the connections cri-streaming serves, and
-// ends the natively served sessions through their context: each tells its
-// client the server is going away, closes with a close handshake and ends
-// its runtime call.
+// ends every session's runtime call through its context: a natively served
+// session tells its client the server is going away and closes with a
+// close handshake. It returns once every runtime call has returned and its
+// status is written, or after StopTimeout: a runtime stops (or restarts)
+// right after, and a call still running then would leave its process
+// behind in the container, with nobody to read it or stop it (containerd
+// kills an exec's process when its call's context ends, but only while it
+// is still running), and a status not yet written would leave the client
+// a cut session that SPDY clients read as success.
 func (s *server) Stop() error {
 	s.stop()
-	return s.http.Close()
+	err := s.http.Close()
+	if !s.calls.wait(StopTimeout) {
+		klog.Background().Info("Runtime calls still running after the streaming server stopped", "timeout", StopTimeout)
+	}
+	return err
+}
+
+// StopTimeout bounds Stop's wait for the sessions' runtime calls.
+const StopTimeout = 5 * time.Second
+
+// runtimeCalls counts the runtime calls (Exec, Attach, PortForward) the
+// sessions have in flight, so Stop can wait for them. A WaitGroup would
+// not do: a call may begin while Stop waits.
+type runtimeCalls struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0 while Stop waits
+}
+
+// run runs one runtime call, counted.
+func (c *runtimeCalls) run(call func()) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.n--; c.n == 0 && c.idle != nil {
+			close(c.idle)
+			c.idle = nil
+		}
+	}()
+	call()
+}
+
+// wait waits up to d for the calls in flight to return, reporting whether
+// they all did.
+func (c *runtimeCalls) wait(d time.Duration) bool {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.mu.Unlock()
+		return true
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	idle := c.idle
+	c.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // track counts a natively served session until the returned func is called.
@@ -288,8 +351,10 @@ func (s *server) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.config.Metrics.request("exec", offered(r, s.upstreamRC))
-	remotecommandserver.ServeExec(w, r, s.adapter, "", "", req.ContainerId, req.Cmd, opts,
-		s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamRC)
+	s.calls.run(func() { // until the status is written: see Stop
+		remotecommandserver.ServeExec(w, r, s.adapter, "", "", req.ContainerId, req.Cmd, opts,
+			s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamRC)
+	})
 }
 
 func (s *server) serveAttach(w http.ResponseWriter, r *http.Request) {
@@ -308,8 +373,10 @@ func (s *server) serveAttach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.config.Metrics.request("attach", offered(r, s.upstreamRC))
-	remotecommandserver.ServeAttach(w, r, s.adapter, "", "", req.ContainerId, opts,
-		s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamRC)
+	s.calls.run(func() {
+		remotecommandserver.ServeAttach(w, r, s.adapter, "", "", req.ContainerId, opts,
+			s.config.StreamIdleTimeout, s.config.StreamCreationTimeout, s.upstreamRC)
+	})
 }
 
 func (s *server) servePortForward(w http.ResponseWriter, r *http.Request) {
@@ -362,19 +429,55 @@ func offered(r *http.Request, supported []string) string {
 }
 
 // criAdapter is cri-streaming's own adapter from Runtime to its handlers'
-// interfaces (it keeps its copy unexported).
-type criAdapter struct{ Runtime }
+// interfaces (it keeps its copy unexported), with two of this package's
+// guarantees on the sessions cri-streaming serves (SPDY, legacy
+// WebSocket): Stop ends their runtime calls as it ends the native ones, and
+// a forwarded connection the pod resets ends alone.
+type criAdapter struct{ s *server }
 
 func (a *criAdapter) ExecInContainer(ctx context.Context, _, _, container string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize, _ time.Duration) error {
-	return a.Runtime.Exec(ctx, container, cmd, in, out, errw, tty, resize)
+	return a.call(ctx, func(ctx context.Context) error {
+		return a.s.runtime.Exec(ctx, container, cmd, in, out, errw, tty, resize)
+	})
 }
 
 func (a *criAdapter) AttachContainer(ctx context.Context, _, _, container string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
-	return a.Runtime.Attach(ctx, container, in, out, errw, tty, resize)
+	return a.call(ctx, func(ctx context.Context) error {
+		return a.s.runtime.Attach(ctx, container, in, out, errw, tty, resize)
+	})
 }
 
+// PortForward resets the data stream of a connection the pod reset or
+// broke and returns no error, so cri-streaming writes nothing on its error
+// stream (connreset says why); every other failure is reported as before.
+// Only a stream that can be reset on its own (SPDY's) is: on the legacy
+// WebSocket protocol a port's channels are the session.
 func (a *criAdapter) PortForward(ctx context.Context, pod, _ string, port int32, stream io.ReadWriteCloser) error {
-	return a.Runtime.PortForward(ctx, pod, port, stream)
+	err := a.call(ctx, func(ctx context.Context) error {
+		return a.s.runtime.PortForward(ctx, pod, port, stream)
+	})
+	reset, ok := stream.(interface{ Reset() error })
+	reason := connreset.Of(err)
+	if reason == "" || !ok {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Port-forward connection broken by the pod", "pod", pod, "port", port, "reason", reason, "err", err)
+	a.s.config.Metrics.connectionReset(reason)
+	if rerr := reset.Reset(); rerr != nil {
+		klog.FromContext(ctx).V(3).Info("Resetting a port-forward stream failed", "port", port, "err", rerr)
+	}
+	return nil
+}
+
+// call runs a runtime call for cri-streaming, counted, with a context that
+// also ends when the server stops.
+func (a *criAdapter) call(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.s.ctx, cancel)()
+	var err error
+	a.s.calls.run(func() { err = f(ctx) })
+	return err
 }
 
 // klogFor is the session's logger.

@@ -25,11 +25,11 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 func TestMain(m *testing.M) {
@@ -67,7 +67,15 @@ type fakeRuntime struct {
 	// stdin it copies into the process's EOF).
 	cleanEOFs int
 	echo      string // PortForward's target
+	resets    string // PortForward's target for port 4: wiretest.ServeResets
+	// killed counts "sleep-kill" processes ended by their context, each
+	// after a kill that takes killTime, as containerd's Exec does.
+	killed int
 }
+
+// killTime is what a "sleep-kill" process takes to die once its call's
+// context ends.
+const killTime = 300 * time.Millisecond
 
 func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
 	switch cmd[0] {
@@ -131,6 +139,13 @@ func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Re
 	case "sleep":
 		<-ctx.Done()
 		return ctx.Err()
+	case "sleep-kill":
+		<-ctx.Done()
+		time.Sleep(killTime)
+		f.mu.Lock()
+		f.killed++
+		f.mu.Unlock()
+		return utilexec.CodeExitError{Err: errors.New("killed"), Code: 137}
 	case "fail":
 		return errors.New("runtime broke")
 	}
@@ -155,6 +170,20 @@ func (f *fakeRuntime) PortForward(ctx context.Context, _ string, port int32, str
 				return err
 			}
 		}
+	case 4: // the pod may reset the connection; the copy's error wrapped as containerd wraps it
+		c, err := net.Dial("tcp", f.resets)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		go func() {
+			_, _ = io.Copy(c, stream)
+			_ = c.(*net.TCPConn).CloseWrite()
+		}()
+		if _, err := io.Copy(stream, c); err != nil {
+			return fmt.Errorf("failed to execute portforward for %q port %d: %w", "p1", port, err)
+		}
+		return nil
 	}
 	c, err := net.Dial("tcp", f.echo)
 	if err != nil {
@@ -178,6 +207,9 @@ type testServer struct {
 	m    *Metrics
 	rt   *fakeRuntime
 	stop func()
+	// exit closes every connection the server accepted, as a runtime
+	// process that exits does.
+	exit func()
 }
 
 func start(t *testing.T, mod func(*Config)) *testServer { return startServer(t, mod, false) }
@@ -196,12 +228,21 @@ func startServer(t *testing.T, mod func(*Config), useTLS bool) *testServer {
 	if mod != nil {
 		mod(&cfg)
 	}
-	rt := &fakeRuntime{echo: echo}
+	rt := &fakeRuntime{echo: echo, resets: wiretest.ResetServer(t)}
 	srv, err := NewServer(cfg, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewUnstartedServer(srv)
+	var connsMu sync.Mutex
+	var conns []net.Conn // every connection, hijacked ones too (exit)
+	hs.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			connsMu.Lock()
+			conns = append(conns, c)
+			connsMu.Unlock()
+		}
+	}
 	if useTLS {
 		hs.StartTLS()
 		cfg.BaseURL.Scheme = "https"
@@ -209,7 +250,13 @@ func startServer(t *testing.T, mod func(*Config), useTLS bool) *testServer {
 		hs.Start()
 	}
 	cfg.BaseURL.Host = hs.Listener.Addr().String()
-	ts := &testServer{Server: srv, url: hs.URL, m: m, rt: rt}
+	ts := &testServer{Server: srv, url: hs.URL, m: m, rt: rt, exit: func() {
+		connsMu.Lock()
+		defer connsMu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}}
 	ts.stop = func() { _ = srv.Stop(); hs.Close() }
 	t.Cleanup(ts.stop)
 	return ts
@@ -434,40 +481,11 @@ func TestTokens(t *testing.T) {
 func TestTunnelAndSPDYPortForward(t *testing.T) {
 	ts := start(t, nil)
 	for _, protocol := range []string{"websocket", "spdy"} {
-		resp, err := ts.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "p1", Port: []int32{80}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := mustParse(resp.Url)
-		cfg := &rest.Config{Host: "http://unused"}
-		d, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
-		if protocol == "spdy" {
-			transport, upgrader, rerr := spdy.RoundTripperFor(cfg)
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			d, err = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u), nil
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop, ready := make(chan struct{}), make(chan struct{})
-		fw, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{"0:80"}, stop, ready, io.Discard, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		errc := make(chan error, 1)
-		go func() { errc <- fw.ForwardPorts() }()
-		select {
-		case <-ready:
-		case err := <-errc:
-			t.Fatalf("%s: %v", protocol, err)
-		}
-		ports, _ := fw.GetPorts()
+		ports, stop, errc := forward(t, ts, protocol, 80)
 		var wg sync.WaitGroup
 		for i := range 5 {
 			wg.Go(func() {
-				c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+				c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 				if err != nil {
 					t.Error(err)
 					return
@@ -483,7 +501,7 @@ func TestTunnelAndSPDYPortForward(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		close(stop)
+		stop()
 		<-errc
 	}
 	if ts.requests("portforward", ProtocolTunnel) != 1 || ts.requests("portforward", "portforward.k8s.io") != 1 {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestream/kubestream/internal/connreset"
 	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wire"
 )
@@ -350,8 +351,9 @@ func (t *tunnel) forward(p *streamPair) {
 	defer p.errs.Close()
 	defer p.data.Close()
 	port, _ := strconv.ParseInt(p.data.headers.Get(portforward.PortHeader), 10, 32)
-	err := t.s.runtime.PortForward(t.ctx, t.sandbox, int32(port), p.data)
-	switch {
+	var err error
+	t.s.calls.run(func() { err = t.s.runtime.PortForward(t.ctx, t.sandbox, int32(port), p.data) })
+	switch reason := connreset.Of(err); {
 	case err == nil:
 	case p.data.resetByClient():
 		// The client gave the connection up (its local peer went away) and
@@ -360,9 +362,21 @@ func (t *tunnel) forward(p *streamPair) {
 		// runtime's complaint about the reset stream is not sent. spdystream
 		// servers never see one: a reset stream's writes succeed there.
 		t.logger.V(4).Info("Port-forward ended by the client's reset", "port", port, "err", err)
+	case reason != "":
+		// The pod reset or broke this connection mid-stream: it alone
+		// ends. Its data stream is reset, so the client's local peer sees
+		// the end at once, and its error stream closes empty, since
+		// client-go ends the whole session on any word there.
+		t.logger.V(2).Info("Port-forward connection broken by the pod", "port", port, "reason", reason, "err", err)
+		t.s.config.Metrics.connectionReset(reason)
+		if rerr := p.data.Reset(); rerr != nil {
+			t.logger.V(3).Info("Resetting a port-forward stream failed", "port", port, "err", rerr)
+		}
 	default:
 		t.logger.V(2).Info("Port-forward failed", "port", port, "err", err)
-		_, _ = io.WriteString(p.errs, fmt.Sprintf("error forwarding port %d to pod %s, uid : %v", port, t.sandbox, err))
+		if _, werr := io.WriteString(p.errs, fmt.Sprintf("error forwarding port %d to pod %s, uid : %v", port, t.sandbox, err)); werr != nil {
+			t.logger.V(3).Info("Reporting a port-forward failure to the client failed", "port", port, "err", werr)
+		}
 	}
 }
 
@@ -509,10 +523,11 @@ func (st *pfStream) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// Close half-closes the stream: the client reads EOF.
+// Close half-closes the stream: the client reads EOF. A stream that ended
+// (reset by either side, or the session is over) sends nothing more.
 func (st *pfStream) Close() error {
 	st.mu.Lock()
-	done := st.finSent
+	done := st.finSent || st.ended
 	st.finSent = true
 	st.mu.Unlock()
 	if done {
