@@ -23,6 +23,7 @@ type Metrics struct {
 	dropped  *metrics.Counter
 
 	recordingFails *metrics.Counter
+	resets         *metrics.CounterVec
 	active         *metrics.GaugeVec
 	duration       *metrics.HistogramVec
 	bytes          *metrics.CounterVec
@@ -85,6 +86,11 @@ func NewMetrics() *Metrics {
 			Help:           "Audit records dropped because the audit log could not keep up (the session went on).",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		resets: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_portforward_connections_reset_total",
+			Help:           "Forwarded connections the pod reset (connection-reset) or broke (broken-pipe) mid-stream, by route: each ended alone, its data stream reset and nothing on its error stream, the port-forward going on.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"route", "reason"}),
 		recordingFails: metrics.NewCounter(&metrics.CounterOpts{
 			Name:           "kubestream_session_recording_failures_total",
 			Help:           "Terminal recordings that could not start or were cut short (a full or read-only disk, a disk slower than the session); the session went on.",
@@ -102,7 +108,18 @@ func NewMetrics() *Metrics {
 // inside a kubelet, legacyregistry.MustRegister, so they appear on the
 // kubelet's /metrics. Call it once per registry.
 func (m *Metrics) RegisterWith(register func(...metrics.Registerable)) {
-	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped, m.recordingFails)
+	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped, m.recordingFails, m.resets)
+}
+
+// resetCounter counts a route's forwarded connections the pod reset
+// (translator.ResetCounter).
+type resetCounter struct {
+	m     *Metrics
+	route Route
+}
+
+func (c resetCounter) ConnectionReset(reason string) {
+	c.m.resets.WithLabelValues(string(c.route), reason).Inc()
 }
 
 // TLSReloadFailed counts a failed reload of a serving TLS file.

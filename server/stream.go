@@ -127,6 +127,7 @@ func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs
 		}
 	}
 	cfg, obs := s.cfg.Translator, ss.observer(r)
+	cfg.Resets = resetCounter{s.cfg.Metrics, ss.route}
 	switch ss.route {
 	case RouteTranslated:
 		res := translator.ServeRemoteCommand(ctx, l.ws, l.dial, l.streams, cfg, obs)

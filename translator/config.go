@@ -18,6 +18,9 @@ type Config struct {
 	// BufferSize is the size of each copy buffer; with the message size
 	// limit it bounds a session's memory.
 	BufferSize int
+	// Resets, when set, counts the forwarded connections a pod resets on
+	// the tunnel and the SPDY relay.
+	Resets ResetCounter
 }
 
 // DefaultConfig mirrors the kubelet's streaming defaults (wire.DefaultLimits).

@@ -3,6 +3,7 @@ package translator
 import (
 	"encoding/binary"
 	"io"
+	"k8s.io/klog/v2"
 	"net"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func BenchmarkTunnelDown(b *testing.B) {
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()
-	if _, err := tunnelDown(wc, rt, buf); err != nil {
+	if _, err := tunnelDown(wc, rt, buf, newPFResets(klog.Background(), nil)); err != nil {
 		b.Fatal(err)
 	}
 }

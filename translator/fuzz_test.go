@@ -144,17 +144,26 @@ func FuzzFrameFollowers(f *testing.F) {
 		// v5 on, so the error channel's status is kept the same way too.
 		whole, parts := frameFollower{channels: true}, frameFollower{channels: true}
 		var wholeB, partsB spdy.Boundary
+		var wholeH, partsH [][]byte // the header frames each keeps
+		keep := func(dst *[][]byte) func([]byte) {
+			return func(f []byte) { *dst = append(*dst, bytes.Clone(f)) }
+		}
 		whole.follow(data)
-		wholeB.Feed(data)
+		wholeB.FeedHeaders(data, 1024, keep(&wholeH))
 		for i := 0; i < len(data); i += step {
 			parts.follow(data[i:min(i+step, len(data))])
-			partsB.Feed(data[i:min(i+step, len(data))])
+			partsB.FeedHeaders(data[i:min(i+step, len(data))], 1024, keep(&partsH))
 		}
 		if whole != parts {
 			t.Fatalf("frame follower: %+v in one read, %+v in reads of %d", whole, parts, step)
 		}
-		if wholeB != partsB {
-			t.Fatalf("SPDY boundary: %+v in one read, %+v in reads of %d", wholeB, partsB, step)
+		if wholeB.AtBoundary() != partsB.AtBoundary() || len(wholeH) != len(partsH) {
+			t.Fatalf("SPDY boundary: %d header frames in one read, %d in reads of %d", len(wholeH), len(partsH), step)
+		}
+		for i := range wholeH {
+			if !bytes.Equal(wholeH[i], partsH[i]) {
+				t.Fatalf("SPDY header frame %d: %x in one read, %x in reads of %d", i, wholeH[i], partsH[i], step)
+			}
 		}
 	})
 }

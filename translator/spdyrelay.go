@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
+	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/upgrade"
@@ -63,6 +64,9 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 		portFwd:    protocol == portforward.PortForwardV1Name,
 		jsonStatus: protocol == remotecommand.StreamProtocolV4Name,
 		errStreams: map[uint32]bool{},
+	}
+	if r.portFwd {
+		r.pf = newPFResets(klog.FromContext(ctx), cfg.Resets)
 	}
 	upDone := make(chan struct{})
 	go func() {
@@ -173,6 +177,9 @@ type spdyRelay struct {
 	// command succeeded).
 	status    []byte
 	errClosed bool
+	// pf keeps a pod's reset of one forwarded connection from ending the
+	// whole port-forward (nil for remotecommand).
+	pf *pfResets
 }
 
 // maxHeaderFrame bounds the header frames the relay decodes; client-go's
@@ -292,27 +299,18 @@ func (r *spdyRelay) decodeHeaders(frame []byte) {
 	if r.untracked {
 		return
 	}
-	var off int
-	switch spdy.ControlType(frame) {
-	case spdy.TypeSynStream:
-		off = spdy.HeaderLen + spdy.SynStreamFixed
-	case spdy.TypeHeaders:
-		off = spdy.HeaderLen + 4 // the stream ID
-	}
-	if len(frame) < off {
-		r.stopTracking()
-		return
-	}
-	h, err := r.headers.Decode(frame[off:])
+	id, h, syn, err := decodeClientHeaders(&r.headers, frame)
 	if err != nil {
 		// The zlib context is lost with a frame it could not read.
 		r.stopTracking()
 		return
 	}
-	if spdy.ControlType(frame) != spdy.TypeSynStream {
+	if !syn {
 		return
 	}
-	id := spdy.StreamID(frame[spdy.HeaderLen:])
+	if r.pf != nil {
+		r.pf.opened(id, h)
+	}
 	switch h.Get("streamType") {
 	case "error":
 		r.mu.Lock()
@@ -355,6 +353,9 @@ func (r *spdyRelay) keepStatus(id uint32, payload []byte, n int) {
 // copier only).
 func (r *spdyRelay) stopTracking() {
 	r.untracked, r.headers = true, spdy.HeaderDecoder{}
+	if r.pf != nil {
+		r.pf.lost()
+	}
 	r.mu.Lock()
 	r.errStreams = nil
 	r.mu.Unlock()
@@ -394,6 +395,18 @@ func (r *spdyRelay) down() error {
 				ends = spdy.StreamID(id)
 			}
 		}
+		if r.pf != nil {
+			handled, err := r.pfFrame(br, h[:], n, ends)
+			if err != nil {
+				return err
+			}
+			if handled {
+				if ends != 0 {
+					r.closeErrStream(ends)
+				}
+				continue
+			}
+		}
 		bp := wire.GetBuf(spdy.HeaderLen + r.cfg.BufferSize)
 		copy(*bp, h[:])
 		r.wmu.Lock()
@@ -426,6 +439,41 @@ func (r *spdyRelay) down() error {
 			r.closeErrStream(ends)
 		}
 	}
+}
+
+// pfFrame gives one of the runtime's port-forward frames (header h, n
+// payload bytes still in br; ends: the stream a RST_STREAM or SYN_REPLY
+// ends) to r.pf: held words, their replacement, or the runtime's reset of
+// a stream the node reset. It reports whether the frame was handled; if
+// not, it has sent whatever must precede it, and the frame goes on.
+func (r *spdyRelay) pfFrame(br *bufio.Reader, h []byte, n int, ends uint32) (bool, error) {
+	var out []byte
+	handled := false
+	switch {
+	case !spdy.Control(h) && r.pf.holds(spdy.StreamID(h), n):
+		var payload [pfSaidMax]byte
+		if _, err := io.ReadFull(br, payload[:n]); err != nil {
+			return false, err
+		}
+		out, handled = r.pf.said(spdy.StreamID(h), payload[:n], h[4]&spdy.FlagFin != 0), true
+	case !spdy.Control(h):
+		out = r.pf.release(spdy.StreamID(h))
+	case spdy.ControlType(h) == spdy.TypeRstStream && ends != 0:
+		out, handled = r.pf.runtimeReset(ends)
+		if handled {
+			if _, err := br.Discard(n); err != nil {
+				return false, err
+			}
+		}
+	}
+	if len(out) == 0 {
+		return handled, nil
+	}
+	r.wmu.Lock()
+	_, err := r.client.Write(out)
+	r.wmu.Unlock()
+	r.res.BytesDown += uint64(len(out))
+	return handled, err
 }
 
 // graceForFrame lets the frame in flight finish when the node stops

@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -33,11 +34,12 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	defer rt.Close()
 
 	var res TunnelResult
+	pf := newPFResets(logger, cfg.Resets)
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
 		var werr error
-		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, wire.Headroom+spdy.HeaderLen+cfg.BufferSize))
+		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, wire.Headroom+spdy.HeaderLen+cfg.BufferSize), pf)
 		if werr != nil {
 			if !errors.Is(werr, wire.ErrSessionClosed) {
 				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
@@ -67,7 +69,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	// (wire.GetBuf): each holds a frame's start across reads that block
 	// until the frame's rest arrives.
 	var readErr error
-	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize))
+	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize), pf)
 	if !wc.Closed() {
 		code := websocket.CloseNormalClosure
 		if !wire.PeerClosed(readErr) {
@@ -90,8 +92,24 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 // tunnelUp copies the client's messages to the runtime until the client's
 // side ends (its close, a broken connection, a message that is not binary),
 // returning the bytes carried and why it ended. It runs on the handler's
-// goroutine, which owns the client's read side.
-func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
+// goroutine, which owns the client's read side. The client's header
+// frames are read on the way, to tell pf the streams it opens.
+func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (up uint64, _ error) {
+	var dec spdy.HeaderDecoder
+	lost := false
+	opened := func(frame []byte) {
+		if lost {
+			return
+		}
+		id, h, syn, err := decodeClientHeaders(&dec, frame)
+		switch {
+		case frame == nil || err != nil: // the header stream is lost with it
+			lost = true
+			pf.lost()
+		case syn:
+			pf.opened(id, h)
+		}
+	}
 	// client-go writes each SPDY frame as several messages (header
 	// words, then payload); passing each on would cost a syscall and a
 	// TCP segment apiece. Bytes are held until they end a frame (or
@@ -120,7 +138,7 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 		}
 		for {
 			n, err := r.Read(buf[fill:])
-			frames.Feed(buf[fill : fill+n])
+			frames.FeedHeaders(buf[fill:fill+n], maxHeaderFrame, opened)
 			fill += n
 			if fill == len(buf) {
 				if err := flush(); err != nil {
@@ -143,35 +161,101 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte) (up uint64, _ error) {
 }
 
 // tunnelDown copies the runtime's bytes to the client until the runtime's
-// side ends (nil) or the client's does (the error). spdystream writes a
-// frame's header words and payload with separate writes, so a read often
-// ends inside a frame; reading on to the frame's end (its rest is on its
-// way) makes one message of what would have been several. msg[:Headroom]
-// takes each message's frame header (wire.Conn.WriteInPlace).
-func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte) (uint64, error) {
+// side ends (nil) or the client's does (the error), frame by frame, so
+// that pf sees each of the runtime's data frames whole. Frames already
+// read from the runtime go out together in one message (spdystream writes
+// a frame's header and payload apart, and each message costs a system
+// call and a TCP segment on the client leg); none waits for more to come.
+// msg[:Headroom] takes each message's frame header (wire.Conn.WriteInPlace).
+func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, error) {
 	buf := msg[wire.Headroom:]
+	br := bufio.NewReaderSize(rt, wire.ReadBufSize)
 	var total uint64
-	var frames spdy.Boundary
+	fill := 0
+	flush := func() error {
+		if fill == 0 {
+			return nil
+		}
+		if err := wc.WriteInPlace(msg[:wire.Headroom+fill]); err != nil {
+			return err
+		}
+		total += uint64(fill)
+		fill = 0
+		return nil
+	}
+	// put adds the node's own frames (pf's) to the message.
+	put := func(out []byte) error {
+		for len(out) > 0 {
+			if fill == len(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			k := copy(buf[fill:], out)
+			fill += k
+			out = out[k:]
+		}
+		return nil
+	}
+	var h [spdy.HeaderLen]byte
+	var payload [pfSaidMax]byte
 	for {
-		fill := 0
-		var err error
-		for fill < len(buf) {
-			var n int
-			n, err = rt.Read(buf[fill:])
-			frames.Feed(buf[fill : fill+n])
-			fill += n
-			if err != nil || frames.AtBoundary() {
-				break
+		if fill > 0 && br.Buffered() < spdy.HeaderLen {
+			if err := flush(); err != nil {
+				return total, err
 			}
 		}
-		if fill > 0 {
-			if werr := wc.WriteInPlace(msg[:wire.Headroom+fill]); werr != nil {
-				return total, werr
-			}
-			total += uint64(fill)
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return total, flush() // the runtime ended the SPDY session
 		}
-		if err != nil {
-			return total, nil
+		n := spdy.Length(h[:])
+		id, data := spdy.StreamID(h[:]), !spdy.Control(h[:])
+		var ends uint32 // the stream a control frame ends
+		if !data && spdy.ControlType(h[:]) == spdy.TypeRstStream {
+			if p, err := br.Peek(4); err == nil && n >= 4 {
+				ends = spdy.StreamID(p)
+			}
+		}
+		switch {
+		case data && pf.holds(id, n):
+			if _, err := io.ReadFull(br, payload[:n]); err != nil {
+				return total, flush()
+			}
+			if err := put(pf.said(id, payload[:n], h[4]&spdy.FlagFin != 0)); err != nil {
+				return total, err
+			}
+			continue
+		case data:
+			if err := put(pf.release(id)); err != nil {
+				return total, err
+			}
+		case ends != 0:
+			before, drop := pf.runtimeReset(ends)
+			if drop { // the runtime's own reset of a stream the node reset
+				if _, err := br.Discard(n); err != nil {
+					return total, flush()
+				}
+				continue
+			}
+			if err := put(before); err != nil {
+				return total, err
+			}
+		}
+		if err := put(h[:]); err != nil {
+			return total, err
+		}
+		for n > 0 {
+			if fill == len(buf) {
+				if err := flush(); err != nil {
+					return total, err
+				}
+			}
+			k, err := br.Read(buf[fill:min(len(buf), fill+n)])
+			fill += k
+			n -= k
+			if err != nil {
+				return total, flush()
+			}
 		}
 	}
 }

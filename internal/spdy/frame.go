@@ -139,22 +139,58 @@ type Boundary struct {
 	hdr  [HeaderLen]byte
 	nhdr int // header bytes of the current frame seen so far
 	rem  int // payload bytes of the current frame still to come
+	// kept holds the current frame while FeedHeaders keeps it whole.
+	kept    []byte
+	keeping bool
 }
 
-func (b *Boundary) Feed(p []byte) {
+// Feed follows p.
+func (b *Boundary) Feed(p []byte) { b.FeedHeaders(p, 0, nil) }
+
+// FeedHeaders follows p as Feed does and calls each with every frame that
+// carries a header block (SYN_STREAM, SYN_REPLY, HEADERS) once it is
+// whole, when it is at most max bytes; a larger one is passed as nil (its
+// block is lost, and with it the header stream's zlib context). The frame
+// is only lent: each must copy what it keeps.
+func (b *Boundary) FeedHeaders(p []byte, max int, each func(frame []byte)) {
 	for len(p) > 0 {
 		if b.rem > 0 {
 			k := min(b.rem, len(p))
+			if b.keeping {
+				b.kept = append(b.kept, p[:k]...)
+			}
 			b.rem -= k
 			p = p[k:]
+			if b.rem == 0 && b.keeping {
+				b.keeping = false
+				each(b.kept)
+			}
 			continue
 		}
 		k := copy(b.hdr[b.nhdr:], p)
 		b.nhdr += k
 		p = p[k:]
-		if b.nhdr == HeaderLen {
-			b.rem = Length(b.hdr[:])
-			b.nhdr = 0
+		if b.nhdr < HeaderLen {
+			continue
+		}
+		b.rem = Length(b.hdr[:])
+		b.nhdr = 0
+		if each == nil || !Control(b.hdr[:]) {
+			continue
+		}
+		switch ControlType(b.hdr[:]) {
+		case TypeSynStream, TypeSynReply, TypeHeaders:
+		default:
+			continue
+		}
+		switch {
+		case b.rem+HeaderLen > max:
+			each(nil)
+		case b.rem == 0:
+			each(b.hdr[:])
+		default:
+			b.keeping = true
+			b.kept = append(b.kept[:0], b.hdr[:]...)
 		}
 	}
 }
