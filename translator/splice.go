@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
+	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/internal/wire"
@@ -209,6 +210,18 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		// (one stuck on a client that reads nothing must not hold the
 		// close below).
 		stopPings()
+		if readErr != nil && ctx.Err() == nil && f.cutBeforeStatus(protocol) {
+			// The runtime ended a v4 session without its status, which
+			// a v4 runtime always sends, success included: the client
+			// must not read the bare close as success.
+			res.RuntimeLost = true
+			cw.Lock()
+			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			if _, err := client.Write(wire.ServerFrame(nil, websocket.BinaryMessage, wire.StatusFrame(wire.InternalError(runtimeEndedMsg)))); err != nil {
+				klog.FromContext(ctx).V(3).Info("Telling the client the runtime ended the session failed", "err", err)
+			}
+			cw.Unlock()
+		}
 		_ = upgrade.CloseWrite(client)
 		_ = rt.Close()
 		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout))
@@ -471,6 +484,17 @@ func (f *frameFollower) keep(b []byte) {
 			f.obs.Output(f.channel, b)
 		}
 	}
+}
+
+// runtimeEndedMsg is what a client is told when the runtime's connection
+// ended before the session's status.
+const runtimeEndedMsg = "the container runtime ended the session without reporting its exit status"
+
+// cutBeforeStatus reports whether a v4.channel.k8s.io session's runtime
+// side ended, between frames, before any status on the error channel.
+// (v4.base64.channel.k8s.io's text frames are not read here.)
+func (f *frameFollower) cutBeforeStatus(protocol string) bool {
+	return protocol == remotecommand.StreamProtocolV4Name && !f.sawClose && f.statusLen == 0 && f.AtBoundary()
 }
 
 func (f *frameFollower) lastStatus() *metav1.Status {

@@ -196,3 +196,40 @@ func TestSpliceShutdownMidFrame(t *testing.T) {
 		t.Fatal("Splice did not return after the client closed")
 	}
 }
+
+// TestSpliceLegacyCutSession: a v4.channel.k8s.io runtime that goes away
+// before its status (a v4 runtime always sends one, success included) is
+// reported to the client as a failure, not left as a bare close a client
+// reads as success; a runtime that sent its status gets nothing added.
+func TestSpliceLegacyCutSession(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, withStatus := range []bool{false, true} {
+		clientApp, clientConn := tcpPair(t)
+		rtConn, runtimeApp := tcpPair(t)
+		done := make(chan SpliceResult, 1)
+		go func() {
+			done <- Splice(context.Background(), clientConn, rtConn, remotecommand.StreamProtocolV4Name, DefaultConfig(), nil)
+		}()
+		out := wire.ServerFrame(nil, websocket.BinaryMessage, append([]byte{ChanStdout}, "tick\n"...))
+		if withStatus {
+			out = wire.ServerFrame(out, websocket.BinaryMessage, wire.StatusFrame(&metav1.Status{Status: metav1.StatusSuccess}))
+		}
+		if _, err := runtimeApp.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		runtimeApp.Close() // the runtime restarts: a bare close
+		_ = clientApp.SetReadDeadline(time.Now().Add(10 * time.Second))
+		frames, _ := readServerFrames(clientApp) // the node closes the connection after
+		clientApp.Close()
+		res := <-done
+		var st metav1.Status
+		switch {
+		case withStatus && (len(frames) != 2 || res.RuntimeLost):
+			t.Fatalf("with a status: %d frames, runtime lost %v", len(frames), res.RuntimeLost)
+		case withStatus:
+		case len(frames) != 2 || frames[1].payload[0] != ChanError || json.Unmarshal(frames[1].payload[1:], &st) != nil ||
+			st.Status != metav1.StatusFailure || st.Reason != metav1.StatusReasonInternalError || !res.RuntimeLost:
+			t.Fatalf("without a status: %d frames (%v), runtime lost %v", len(frames), frames, res.RuntimeLost)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func ExitCode(st *metav1.Status) int {
 // client sees exactly the message the runtime wrote.
 func parseRuntimeStatus(raw []byte) (*metav1.Status, []byte) {
 	if len(raw) == 0 {
-		st := wire.InternalError("container runtime closed the session without reporting an exit status")
+		st := wire.InternalError(runtimeEndedMsg)
 		return st, wire.StatusFrame(st)
 	}
 	var st metav1.Status

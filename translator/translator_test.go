@@ -128,7 +128,7 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 	st, _ := parseRuntimeStatus(nil)
-	if st.Code != 500 || !strings.Contains(st.Message, "without reporting an exit status") {
+	if st.Code != 500 || !strings.Contains(st.Message, "runtime ended the session without reporting its exit status") {
 		t.Errorf("empty error stream: %+v", st)
 	}
 }
