@@ -141,6 +141,9 @@ func TestKind(t *testing.T) {
 		}
 	})
 
+	// The faults users meet, on each worker side by side.
+	t.Run("faults", func(t *testing.T) { kindFaults(t, kc, nodes) })
+
 	// The stock worker's kubelet replaced by the patched one on the live
 	// node (its systemd restarts it with the new binary) while a session
 	// to the ws worker goes on: the node stays registered, and kubestream
@@ -261,8 +264,9 @@ func kindNodes(t *testing.T, cp *controlPlane) map[string]kindNode {
 
 // kindPod runs a pod on the worker of that flavour, from the image built
 // here (hack/kind.sh image): app (a shell), echo (answers each line of its
-// stdin, for attach), web (a TCP echo server on 8080, for port-forward)
-// and log (a line every 200 ms, for logs -f). It is deleted when the test
+// stdin, for attach), web (a TCP echo server on 8080, for port-forward),
+// reset (tcpreset on 9000, which resets a connection on request) and log
+// (a line every 200 ms, for logs -f). It is deleted when the test
 // ends.
 func kindPod(t *testing.T, cp *controlPlane, flavour string) string {
 	name := fmt.Sprintf("stream-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
@@ -280,6 +284,7 @@ func kindPod(t *testing.T, cp *controlPlane, flavour string) string {
 				container("app", false, "sleep", "3600"),
 				container("echo", true, "sh", "-c", `while read -r l; do echo "echo: $l"; done`),
 				container("web", false, "tcpecho", "-listen", ":8080"),
+				container("reset", false, "tcpreset", "-listen", ":9000"),
 				container("log", false, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "line $i"; sleep 0.2; done`),
 			},
 		},

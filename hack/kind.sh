@@ -126,9 +126,12 @@ images() {
 	tool=$(mktemp -d)
 	go build -o "$tool/ociimage" ./hack/tools/ociimage
 	mk() { "$tool/ociimage" -busybox /bin/busybox "$@"; }
-	# The tests' pods: busybox, and a TCP echo server for port-forward.
+	# The tests' pods: busybox, a TCP echo server for port-forward, and a
+	# server that resets a connection on request (the port-forward reset
+	# case).
 	CGO_ENABLED=0 go build -o "$tool/tcpecho" ./hack/tools/tcpecho
-	mk -name docker.io/kubestream/busybox:e2e -out "$dir/busybox.tar" -add "$tool/tcpecho=/bin/tcpecho"
+	CGO_ENABLED=0 go build -o "$tool/tcpreset" ./hack/tools/tcpreset
+	mk -name docker.io/kubestream/busybox:e2e -out "$dir/busybox.tar" -add "$tool/tcpecho=/bin/tcpecho" -add "$tool/tcpreset=/bin/tcpreset"
 	# The routes between the nodes' pod CIDRs (manifests/kind/routes.yaml).
 	mk -name docker.io/kubestream/routes:kind -out "$dir/routes.tar" -add "$kubebin/kubectl=/usr/local/bin/kubectl" \
 		-add hack/kind/routes=/usr/local/bin/routes
@@ -179,7 +182,7 @@ image() {
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
 	key=$( {
 		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
-		cat hack/kind/entrypoint hack/kind/routes hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go
+		cat hack/kind/entrypoint hack/kind/routes hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go internal/wiretest/reset.go
 		sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$(coredns_bin)" "${node[@]/#/$kubebin/}" "${packed[@]/#/$kubebin/}" | cut -c1-64
 	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
