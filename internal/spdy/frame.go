@@ -15,9 +15,6 @@ package spdy
 import (
 	"encoding/binary"
 	"hash/adler32"
-	_ "unsafe" // go:linkname, for the dictionary below
-
-	_ "github.com/moby/spdystream/spdy" // holds the dictionary
 )
 
 // Every frame has an 8-byte header: a control bit, then version and type
@@ -75,13 +72,52 @@ func AppendControl(dst []byte, typ uint16, flags byte, n int) []byte {
 	return append(dst, ControlBit, Version, byte(typ>>8), byte(typ), flags, byte(n>>16), byte(n>>8), byte(n))
 }
 
-// dictionary is SPDY/3's header dictionary (§2.6.10.1). spdystream keeps
-// its copy unexported; reading that one keeps a 1,423-byte protocol table
-// in one place rather than two (TestDictionary checks it against the
-// checksum spdystream's own framer writes).
-//
-//go:linkname dictionary github.com/moby/spdystream/spdy.headerDictionary
-var dictionary []byte
+// dictionary is SPDY/3's header dictionary, the zlib preset dictionary of
+// every header block (draft-mbelshe-httpbis-spdy-00 §2.6.10.1): HTTP
+// method, header and status words, each behind its length as a 32-bit
+// big-endian number, then status lines, dates and common values as one run.
+// TestDictionary checks it against the checksum spdystream's framer writes.
+const dictionary = "" +
+	"\x00\x00\x00\x07options\x00\x00\x00\x04head\x00\x00\x00\x04post" +
+	"\x00\x00\x00\x03put\x00\x00\x00\x06delete\x00\x00\x00\x05trace" +
+	"\x00\x00\x00\x06accept\x00\x00\x00\x0eaccept-charset" +
+	"\x00\x00\x00\x0faccept-encoding\x00\x00\x00\x0faccept-language" +
+	"\x00\x00\x00\x0daccept-ranges\x00\x00\x00\x03age" +
+	"\x00\x00\x00\x05allow\x00\x00\x00\x0dauthorization" +
+	"\x00\x00\x00\x0dcache-control\x00\x00\x00\x0aconnection" +
+	"\x00\x00\x00\x0ccontent-base\x00\x00\x00\x10content-encoding" +
+	"\x00\x00\x00\x10content-language\x00\x00\x00\x0econtent-length" +
+	"\x00\x00\x00\x10content-location\x00\x00\x00\x0bcontent-md5" +
+	"\x00\x00\x00\x0dcontent-range\x00\x00\x00\x0ccontent-type" +
+	"\x00\x00\x00\x04date\x00\x00\x00\x04etag\x00\x00\x00\x06expect" +
+	"\x00\x00\x00\x07expires\x00\x00\x00\x04from\x00\x00\x00\x04host" +
+	"\x00\x00\x00\x08if-match\x00\x00\x00\x11if-modified-since" +
+	"\x00\x00\x00\x0dif-none-match\x00\x00\x00\x08if-range" +
+	"\x00\x00\x00\x13if-unmodified-since\x00\x00\x00\x0dlast-modified" +
+	"\x00\x00\x00\x08location\x00\x00\x00\x0cmax-forwards" +
+	"\x00\x00\x00\x06pragma\x00\x00\x00\x12proxy-authenticate" +
+	"\x00\x00\x00\x13proxy-authorization\x00\x00\x00\x05range" +
+	"\x00\x00\x00\x07referer\x00\x00\x00\x0bretry-after" +
+	"\x00\x00\x00\x06server\x00\x00\x00\x02te\x00\x00\x00\x07trailer" +
+	"\x00\x00\x00\x11transfer-encoding\x00\x00\x00\x07upgrade" +
+	"\x00\x00\x00\x0auser-agent\x00\x00\x00\x04vary" +
+	"\x00\x00\x00\x03via\x00\x00\x00\x07warning" +
+	"\x00\x00\x00\x10www-authenticate\x00\x00\x00\x06method" +
+	"\x00\x00\x00\x03get\x00\x00\x00\x06status\x00\x00\x00\x06200 OK" +
+	"\x00\x00\x00\x07version\x00\x00\x00\x08HTTP/1.1" +
+	"\x00\x00\x00\x03url\x00\x00\x00\x06public" +
+	"\x00\x00\x00\x0aset-cookie\x00\x00\x00\x0akeep-alive" +
+	"\x00\x00\x00\x06origin" +
+	"100101201202205206300302303304305306307402405406407408409410" +
+	"411412413414415416417502504505203 Non-Authoritative Informat" +
+	"ion204 No Content301 Moved Permanently400 Bad Request401 Una" +
+	"uthorized403 Forbidden404 Not Found500 Internal Server Error" +
+	"501 Not Implemented503 Service UnavailableJan Feb Mar Apr Ma" +
+	"y Jun Jul Aug Sept Oct Nov Dec 00:00:00 Mon, Tue, Wed, Thu, " +
+	"Fri, Sat, Sun, GMTchunked,text/html,image/png,image/jpg,imag" +
+	"e/gif,application/xml,application/xhtml+xml,text/plain,text/" +
+	"javascript,publicprivatemax-age=gzip,deflate,sdchcharset=utf" +
+	"-8charset=iso-8859-1,utf-,*,enq=0."
 
 // zlibPrefix opens every header stream: CMF (deflate, 32 KiB window), FLG
 // (FDICT set, best compression as spdystream announces it), and the
@@ -89,7 +125,7 @@ var dictionary []byte
 var zlibPrefix = func() [6]byte {
 	p := [6]byte{0x78, 0xe0}
 	p[1] += byte(31 - (uint16(p[0])<<8|uint16(p[1]))%31) // FCHECK
-	binary.BigEndian.PutUint32(p[2:], adler32.Checksum(dictionary))
+	binary.BigEndian.PutUint32(p[2:], adler32.Checksum([]byte(dictionary)))
 	return p
 }()
 

@@ -9,8 +9,8 @@ import (
 	spdystream "github.com/moby/spdystream/spdy"
 )
 
-// TestDictionary: the dictionary read from spdystream is the one its
-// framer announces, and the zlib prefix is the one it writes.
+// TestDictionary: the dictionary is the one spdystream's framer announces
+// (its Adler-32 in the zlib prefix), the prefix the one it writes.
 func TestDictionary(t *testing.T) {
 	var buf bytes.Buffer
 	f, err := spdystream.NewFramer(&buf, &buf)

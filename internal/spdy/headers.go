@@ -75,7 +75,7 @@ func (d *HeaderDecoder) Decode(block []byte) (http.Header, error) {
 	}
 	d.in.push(block)
 	if d.z == nil {
-		z, err := zlib.NewReaderDict(&d.in, dictionary)
+		z, err := zlib.NewReaderDict(&d.in, []byte(dictionary))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrHeaders, err)
 		}
