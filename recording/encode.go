@@ -80,13 +80,14 @@ func appendJSONChars(b []byte, s []byte) []byte {
 	return append(b, s[start:]...)
 }
 
-// plainUntilWords is plainUntil in Go: the index of the first byte from i
-// on that needs a second look (special8's), or len(s). Eight bytes at a
+// plainUntil is the index of the first byte from i on that needs a second
+// look in a JSON string (special8's: a control character, '"', '\' or
+// above ASCII), or len(s). Eight bytes at a
 // time, the first such byte found in its word at once, and 32 at a time
 // once a run has begun: a terminal's output is mostly printable ASCII in
 // runs between escapes and line ends, which a first 32-byte test would
 // only overshoot.
-func plainUntilWords(s []byte, i int) int {
+func plainUntil(s []byte, i int) int {
 	for i+8 <= len(s) {
 		if m := special8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3

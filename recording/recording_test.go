@@ -514,9 +514,6 @@ func FuzzPlainUntil(f *testing.F) {
 		if got := plainUntil(s, i); got != want {
 			t.Fatalf("plainUntil(%q, %d) = %d, want %d", s, i, got, want)
 		}
-		if got := plainUntilWords(s, i); got != want {
-			t.Fatalf("plainUntilWords(%q, %d) = %d, want %d", s, i, got, want)
-		}
 	})
 }
 
@@ -560,21 +557,14 @@ func TestQuietRecordingsTogether(t *testing.T) {
 }
 
 // BenchmarkPlainUntil: the scan for the next byte to escape over plain
-// text, the platform's (assembly on amd64) beside Go's word-at-a-time loop.
+// text.
 func BenchmarkPlainUntil(b *testing.B) {
 	text := bytes.Repeat([]byte("plain terminal output, nothing to escape here. "), 1<<14)
-	for _, s := range []struct {
-		name string
-		scan func([]byte, int) int
-	}{{"platform", plainUntil}, {"words", plainUntilWords}} {
-		b.Run(s.name, func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			for b.Loop() {
-				if s.scan(text, 0) < len(text)-16 {
-					b.Fatal("stopped early")
-				}
-			}
-		})
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if plainUntil(text, 0) < len(text)-16 {
+			b.Fatal("stopped early")
+		}
 	}
 }
 
