@@ -118,8 +118,6 @@ func Slack(window time.Duration) time.Duration { return min(time.Second, window/
 
 // NewConn takes over ws's reads and writes; from then on only the Conn
 // touches ws.
-// NewConn takes over ws's reads and writes; from then on only the Conn
-// touches ws.
 func NewConn(ws *websocket.Conn, cfg *Limits) *Conn {
 	_, plain := ws.NetConn().(*net.TCPConn)
 	c := &Conn{ws: ws, cfg: cfg, plain: plain, src: newSource(ws.NetConn())}
@@ -457,6 +455,7 @@ func CloseReason(reason string) string {
 	return reason[:cut]
 }
 
+// IsTimeout reports whether err is a deadline's timeout (a net.Error's).
 func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()

@@ -8,15 +8,21 @@
 // close frame, bounded wait for the peer's close), the v5 resize stream and
 // the v5 client-message reader (V5Reader) and the v5 status message.
 //
-// It depends on gorilla/websocket (the handshake, control frames and most
+// It depends on gorilla/websocket (the handshake, control frames and some
 // writes), apimachinery (the Status type and the channel numbers),
-// k8s.io/utils/exec (exit codes) and internal/upgrade (upgrade.Unread, for
-// the bytes an HTTP server read ahead), nothing else, so a runtime vendoring
-// cri/streaming takes in no SPDY and no HTTP routing through it.
+// k8s.io/utils/exec (exit codes), golang.org/x/sys/unix (Linux: splice(2),
+// raw reads, a socket's unacknowledged bytes) and internal/upgrade
+// (upgrade.Unread, for the bytes an HTTP server read ahead), nothing else,
+// so a runtime vendoring cri/streaming takes in no SPDY and no HTTP routing
+// through it.
 //
 // # Concurrency
 //
 // A Conn has one reader (NextReader and the readers it returns, and Drain)
-// and any number of writers (WriteFrame, CloseWith), which it serialises.
-// The keepalive runs on a timer, never a parked goroutine.
+// and any number of writers, which it serialises under one mutex: whole
+// frames (WriteFrame), a message built in place behind room for its header
+// (WriteInPlace), a channel's message from a buffer or a prefix and a
+// payload (WriteChannel, WritePrefixed), a channel's messages from a pipe
+// (ReadFromChannel), and the session's end (CloseWith). The keepalive runs
+// on a timer, never a parked goroutine.
 package wire

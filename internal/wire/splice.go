@@ -6,8 +6,7 @@ import "io"
 // of channel ch, each at most size bytes, and reports whether the kernel
 // carried them. Where src is a pipe or FIFO (a runtime's copy of a
 // process's output), the connection plain TCP and the system Linux, the
-// bytes go from src to the socket inside the kernel (splice.go's Linux
-// half); elsewhere through one pooled buffer. Either way every message is
+// bytes go from src to the socket inside the kernel (splice_linux.go); elsewhere through one pooled buffer. Either way every message is
 // on the wire when it returns, so a status written after it comes last.
 func (c *Conn) ReadFromChannel(ch byte, src io.Reader, size int) (n int64, kernel bool, err error) {
 	if n, ok, err := c.spliceFrom(ch, src, size); ok {

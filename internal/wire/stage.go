@@ -41,7 +41,7 @@ func (s *Stage) Fill(r io.Reader, n int) error {
 	return nil
 }
 
-// Take returns the next n staged bytes (n ≤ what fill made sure of) and
+// Take returns the next n staged bytes (n ≤ what Fill made sure of) and
 // consumes them.
 func (s *Stage) Take(n int) []byte {
 	b := s.buf[s.pos : s.pos+n]

@@ -4,5 +4,6 @@ package wire
 
 import "net"
 
-// unacked cannot be told here: linger closes as before.
+// unacked cannot be told here: a close waits CloseGrace alone
+// (Conn.graceDeadline).
 func unacked(*net.TCPConn) int { return -1 }
