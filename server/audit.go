@@ -63,19 +63,7 @@ func userInfo(u user.Info) authnv1.UserInfo {
 	return ui
 }
 
-// auditRefused records a request refused before it became a session
-// (authentication, authorization): one record with the answer.
-func (s *Server) auditRefused(r *http.Request, u user.Info, code int, msg string) {
-	if s.cfg.Audit == nil {
-		return
-	}
-	e := s.auditEvent(r, subresourceOf(r.URL.Path), time.Now())
-	e.User = userInfo(u)
-	e.Stage, e.StageTimestamp = audit.StageResponseComplete, audit.Now()
-	e.ResponseStatus = httpStatus(code, msg)
-	s.cfg.Audit.Record(e)
-}
-
+// subresourceOf is the streaming subresource a request's path names.
 func subresourceOf(path string) string {
 	switch {
 	case strings.HasPrefix(path, "/exec/"):

@@ -93,7 +93,6 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 	ctx := r.Context()
 	handler := s.runtimeHandler(ctx, q.pod)
 	if !s.direct.worthTrying(handler, ss.subresource, ss.protocol) {
-		ss.count()
 		return legs{}, u, true
 	}
 	key := r.Header.Get("Sec-WebSocket-Key")
@@ -114,13 +113,11 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 		s.direct.record(handler, ss.subresource, ss.protocol, true)
 		ss.offered(true)
 		ss.route = RouteDirect
-		ss.count()
 		l, ok = s.takeOver(w, r, ss, rt, ss.protocol, upgrade.WebSocketAnswer(key, ss.protocol))
 		return l, nil, ok
 	}
 	s.direct.record(handler, ss.subresource, ss.protocol, false)
 	ss.offered(false)
-	ss.count()
 	if next, err = q.runtimeURL(ctx, s.cfg.URLs); err != nil {
 		ss.refuse(w, r, cri.HTTPStatus(err), err)
 		return legs{}, nil, false

@@ -14,6 +14,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -241,14 +242,24 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context())
 		u := user.Info(anonymous)
+		// A streaming request refused here is answered, counted and on
+		// record through its session, as every refusal is.
+		refuse := func(code int, msg string) {
+			if subresource != "proxy" {
+				http.Error(w, msg, code)
+				return
+			}
+			ss := s.begin(r, subresourceOf(r.URL.Path), decision{route: RouteRejected})
+			if ss.ev != nil {
+				ss.ev.User = userInfo(u)
+			}
+			ss.refuse(w, r, code, errors.New(msg))
+		}
 		if s.cfg.Authenticator != nil {
 			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(r)
 			if err != nil || !ok {
 				logger.V(2).Info("Unauthenticated streaming request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-				if subresource == "proxy" {
-					s.auditRefused(r, anonymous, http.StatusUnauthorized, "Unauthorized")
-				}
-				http.Error(w, "Unauthorized", http.StatusUnauthorized)
+				refuse(http.StatusUnauthorized, "Unauthorized")
 				return
 			}
 			u = resp.User
@@ -264,12 +275,6 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 			for _, a := range s.cfg.RequestAttributes(r.Context(), u, r) {
 				attrs = append(attrs, withVerb{a, verb})
 			}
-		}
-		refuse := func(code int, msg string) {
-			if subresource == "proxy" {
-				s.auditRefused(r, u, code, msg)
-			}
-			http.Error(w, msg, code)
 		}
 		if len(attrs) == 0 {
 			refuse(http.StatusForbidden, "Authorization error: could not determine attributes for request")

@@ -28,10 +28,8 @@ type session struct {
 	protocol    string
 	route       Route
 	start       time.Time
-	// direct: the runtime is offered the client's WebSocket first; the
-	// request is counted once the offer settles the route.
+	// direct: the runtime is offered the client's WebSocket first.
 	direct  bool
-	counted bool
 	release func() // gives back the session slot (limits.go)
 
 	// ev is the session's audit record (nil without an audit sink):
@@ -42,16 +40,14 @@ type session struct {
 	active metrics.GaugeMetric // kubestream_streaming_sessions_active, once open
 }
 
-// begin starts tracking a request. A direct candidate's count waits until
-// the offer settles its route; every other request counts at once.
+// begin starts tracking a request. It is counted once it is answered:
+// under the route that runs it (open), or as rejected (refuse,
+// handshakeFailed).
 func (s *Server) begin(r *http.Request, sub string, d decision) *session {
 	ss := &session{s: s, subresource: sub, protocol: d.protocol, route: d.route, start: time.Now(),
 		direct: d.directCandidate, release: func() {}}
 	if s.cfg.Audit != nil {
 		ss.ev = s.auditEvent(r, sub, ss.start)
-	}
-	if !ss.direct {
-		ss.count()
 	}
 	return ss
 }
@@ -116,25 +112,22 @@ func (ss *session) recordingFailed(r *http.Request, err error) {
 	}
 }
 
-// count adds the request to kubestream_streaming_requests_total under its
-// final route, once.
-func (ss *session) count() {
-	if ss.counted {
-		return
-	}
-	ss.counted = true
+// count counts the request under route: the one that ran it, or
+// RouteRejected for a request refused before any route ran.
+func (ss *session) count(route Route) {
 	proto := ss.protocol
 	if proto == "" {
 		proto = "none"
 	}
-	ss.s.cfg.Metrics.requests.WithLabelValues(ss.subresource, proto, string(ss.route)).Inc()
+	ss.s.cfg.Metrics.requests.WithLabelValues(ss.subresource, proto, string(route)).Inc()
 }
 
 // refuse answers with an HTTP error before the session runs: counted,
 // logged and on record.
 func (ss *session) refuse(w http.ResponseWriter, r *http.Request, code int, err error) {
-	ss.count()
-	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), strconv.Itoa(code)).Inc()
+	ss.route = RouteRejected // no route ran
+	ss.count(RouteRejected)
+	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(RouteRejected), strconv.Itoa(code)).Inc()
 	klog.FromContext(r.Context()).V(2).Info("Streaming request failed", "subresource", ss.subresource, "route", ss.route, "code", code, "err", err)
 	ss.record(audit.StageResponseComplete, httpStatus(code, err.Error()))
 	http.Error(w, err.Error(), code)
@@ -144,14 +137,16 @@ func (ss *session) refuse(w http.ResponseWriter, r *http.Request, code int, err 
 // client has its 400 with the reason, and this is the request's only
 // record.
 func (ss *session) handshakeFailed() {
-	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(ss.route), "400").Inc()
+	ss.route = RouteRejected
+	ss.count(RouteRejected)
+	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(RouteRejected), "400").Inc()
 	ss.record(audit.StageResponseComplete, httpStatus(http.StatusBadRequest, "WebSocket handshake failed"))
 }
 
 // open marks the session running: counted, active, and on record as
 // admitted.
 func (ss *session) open() {
-	ss.count()
+	ss.count(ss.route)
 	ss.record(audit.StageResponseStarted, httpStatus(http.StatusSwitchingProtocols, ""))
 	ss.active = ss.s.cfg.Metrics.active.WithLabelValues(ss.subresource, string(ss.route))
 	ss.active.Inc()
