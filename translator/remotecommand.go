@@ -118,7 +118,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	} else if opts.Stderr {
 		ready[0] = ChanStderr
 	}
-	_ = s.wc.WriteFrame(ready)
+	_ = s.wc.WriteFrame(ready) // a client gone already is found by the reader below
 
 	var res Result
 	outputsDone := make(chan struct{})
@@ -132,7 +132,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.abort(wire.InternalError("session cancelled: the node's streaming server is shutting down"))
 	})
 	defer stop()
-	s.wc.StartKeepalive(func() { _ = s.rt.ping() }, func() {
+	s.wc.StartKeepalive(func() { _ = s.rt.ping() /* a broken runtime leg ends its reader */ }, func() {
 		s.logger.V(2).Info("Closing idle session", "idleTimeout", cfg.IdleTimeout)
 		nodeEnded.Store(true)
 		s.abort(wire.InternalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))
@@ -417,7 +417,7 @@ func (s *rcSession) carry(m wire.V5Message) error {
 			s.logger.V(4).Info("Half-closing runtime stdin", "err", err)
 		}
 	case m.CloseResize:
-		_ = s.rt.finish(s.resizeID)
+		_ = s.rt.finish(s.resizeID) // resizes are advisory: a runtime that cannot take the FIN loses nothing
 	default:
 		s.resize(m.Sizes, m.ResizeBytes)
 	}

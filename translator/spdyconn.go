@@ -139,7 +139,7 @@ func (c *spdyConn) next() (frame, error) {
 			}
 			return f, nil
 		case spdy.TypeGoAway:
-			_ = c.discard(f.length)
+			_ = c.discard(f.length) // the session ends either way: errGoAway says why
 			return f, errGoAway
 		case spdy.TypePing:
 			if f.length != 4 {

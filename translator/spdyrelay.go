@@ -79,13 +79,13 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 		r.mu.Unlock()
 		// Wakes the down copier between frames or mid-frame; it tells
 		// the client why the session ended.
-		_ = rt.SetReadDeadline(time.Now())
+		_ = rt.SetReadDeadline(time.Now()) // fails only once closed; its I/O then says why
 	})
 	defer stop()
 
 	downErr := r.down()
 	r.tellLost(ctx, downErr)
-	_ = rt.Close()
+	_ = rt.Close() // done with it: a failed close changes nothing
 	// The client closes once it has read everything (client-go does, after
 	// the status); until then the up copier keeps reading it and
 	// answering its pings. No half-close from here: a byte-copying proxy
@@ -96,7 +96,7 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 	r.runtimeEnded.Store(true)
 	r.extendClientDeadline()
 	<-upDone
-	_ = client.Close()
+	_ = client.Close() // done with it: a failed close changes nothing
 	r.res.Err = downErr
 	r.res.Status = r.finalStatus()
 	return r.res
@@ -263,14 +263,14 @@ func (r *spdyRelay) up() {
 	}
 	// The client is gone or done: the runtime hears EOF and ends the
 	// session; if it does not within the grace, the down copier is cut.
-	_ = upgrade.CloseWrite(r.rt)
-	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace))
+	_ = upgrade.CloseWrite(r.rt)                               // the peer is gone already if it fails
+	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace)) // fails only once closed; its I/O then says why
 }
 
 // extendClientDeadline gives a client whose runtime side has ended a ping
 // period and a pong timeout to show it is alive (any frame) or close.
 func (r *spdyRelay) extendClientDeadline() {
-	_ = r.client.SetReadDeadline(time.Now().Add(r.cfg.PingPeriod + r.cfg.PongTimeout))
+	_ = r.client.SetReadDeadline(time.Now().Add(r.cfg.PingPeriod + r.cfg.PongTimeout)) // fails only once closed; its I/O then says why
 }
 
 // headerFrame passes on a frame with a header block, reading its headers
@@ -488,7 +488,7 @@ func (r *spdyRelay) graceForFrame(err error) bool {
 		return false
 	}
 	r.graceArmed = true
-	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace))
+	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace)) // fails only once closed; its I/O then says why
 	return true
 }
 
@@ -594,9 +594,9 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	}
 	payload := []byte(msg)
 	if r.jsonStatus {
-		payload, _ = json.Marshal(wire.InternalError(msg))
+		payload, _ = json.Marshal(wire.InternalError(msg)) // a Status always marshals
 	}
-	_ = r.client.SetWriteDeadline(time.Now().Add(r.cfg.WriteTimeout))
+	_ = r.client.SetWriteDeadline(time.Now().Add(r.cfg.WriteTimeout)) // fails only once closed; its I/O then says why
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	for _, id := range ids {

@@ -97,7 +97,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		mu.Lock()
 		defer mu.Unlock()
 		stopping.Store(true)
-		_ = rt.SetReadDeadline(time.Now())
+		_ = rt.SetReadDeadline(time.Now()) // fails only once closed; its I/O then says why
 	}
 	stop := context.AfterFunc(ctx, wake)
 	defer stop()
@@ -137,7 +137,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 		defer mu.Unlock()
 		if !graceArmed {
 			graceArmed = true
-			_ = rt.SetReadDeadline(time.Now().Add(cfg.CloseGrace))
+			_ = rt.SetReadDeadline(time.Now().Add(cfg.CloseGrace)) // fails only once closed; its I/O then says why
 		}
 		return true
 	}
@@ -179,7 +179,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			// deadline set is a timer update in the runtime's poller.
 			if want := time.Now().Add(cfg.WriteTimeout); want.Sub(writeDeadline) > wire.Slack(cfg.WriteTimeout) {
 				writeDeadline = want
-				_ = client.SetWriteDeadline(want)
+				_ = client.SetWriteDeadline(want) // fails only once closed; its I/O then says why
 			}
 			_, werr := client.Write(buf[:n])
 			if f.AtBoundary() {
@@ -216,15 +216,15 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			// must not read the bare close as success.
 			res.RuntimeLost = true
 			cw.Lock()
-			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // fails only once closed; its I/O then says why
 			if _, err := client.Write(wire.ServerFrame(nil, websocket.BinaryMessage, wire.StatusFrame(wire.InternalError(runtimeEndedMsg)))); err != nil {
 				klog.FromContext(ctx).V(3).Info("Telling the client the runtime ended the session failed", "err", err)
 			}
 			cw.Unlock()
 		}
-		_ = upgrade.CloseWrite(client)
-		_ = rt.Close()
-		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout))
+		_ = upgrade.CloseWrite(client)                                               // the peer is gone already if it fails
+		_ = rt.Close()                                                               // done with it: a failed close changes nothing
+		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout)) // fails only once closed; its I/O then says why
 		res.BytesUp = <-upDone
 		closeBoth()
 		return res
@@ -248,8 +248,8 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 			}
 		}
 		if f.AtBoundary() {
-			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-			_, _ = client.Write(endFrames(protocol, msg))
+			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // fails only once closed; its I/O then says why
+			_, _ = client.Write(endFrames(protocol, msg))                 // the last words: a client that cannot take them is gone
 		}
 	}
 	// The client gets the liveness window, not CloseGrace, to answer: a
@@ -257,7 +257,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	// reading everything before it, pinging all the while, and closing
 	// on those pings would make the kernel reset what the apiserver still
 	// holds for it (bench-node's slow reader).
-	_ = upgrade.CloseWrite(client)
+	_ = upgrade.CloseWrite(client) // the peer is gone already if it fails
 	timer := time.AfterFunc(cfg.PingPeriod+cfg.PongTimeout, closeBoth)
 	res.BytesUp = <-upDone
 	timer.Stop()
@@ -292,8 +292,8 @@ func pingClient(client net.Conn, cw *sync.Mutex, cfg Config) (stop func()) {
 			mu.Unlock()
 			if live {
 				// The down copy moves the deadline on only when it writes.
-				_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-				_, _ = client.Write(ping)
+				_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // fails only once closed; its I/O then says why
+				_, _ = client.Write(ping)                                     // a failed ping is the down copy's error to find
 			}
 			cw.Unlock()
 		}
@@ -349,7 +349,7 @@ func spliceUp(client, rt net.Conn, size int, cf *clientFollower, activity *atomi
 			}
 		}
 		if err != nil {
-			_ = upgrade.CloseWrite(rt)
+			_ = upgrade.CloseWrite(rt) // the peer is gone already if it fails
 			return up
 		}
 	}
@@ -400,7 +400,7 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 			wire.Unmask(hd.Key, 0, payload)
 			pong := wire.ServerFrame(nil, websocket.PongMessage, payload)
 			cw.Lock()
-			_, _ = client.Write(pong)
+			_, _ = client.Write(pong) // a failed pong is the next read's error to find
 			cw.Unlock()
 			continue
 		}

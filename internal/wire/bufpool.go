@@ -11,6 +11,7 @@ var bufPools sync.Map // size → *sync.Pool of *[]byte
 func GetBuf(size int) *[]byte {
 	p, ok := bufPools.Load(size)
 	if !ok {
+		// Loaded or stored, p is the pool.
 		p, _ = bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
 			b := make([]byte, size)
 			return &b

@@ -137,7 +137,7 @@ func (c *Conn) extendReadDeadline() {
 	defer c.rdmu.Unlock()
 	if !c.closed.Load() && want.Sub(c.readDeadline) > Slack(window) {
 		c.readDeadline = want
-		_ = c.ws.SetReadDeadline(want)
+		_ = c.ws.SetReadDeadline(want) // fails only once closed; its I/O then says why
 	}
 }
 
@@ -249,7 +249,7 @@ func (c *Conn) beginWrite() error {
 	}
 	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
 		c.writeDeadline = want
-		_ = c.ws.SetWriteDeadline(want)
+		_ = c.ws.SetWriteDeadline(want) // fails only once closed; its I/O then says why
 		if err := c.ws.NetConn().SetWriteDeadline(want); err != nil {
 			return err
 		}
@@ -320,14 +320,14 @@ func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 	deadline := time.Now().Add(c.cfg.WriteTimeout)
 	c.writeDeadline = deadline
 	if last != nil {
-		_ = c.ws.SetWriteDeadline(deadline)
-		_ = c.ws.WriteMessage(websocket.BinaryMessage, last)
+		_ = c.ws.SetWriteDeadline(deadline)                  // fails only once closed; its I/O then says why
+		_ = c.ws.WriteMessage(websocket.BinaryMessage, last) // the end goes on: a peer that cannot take it is gone
 	}
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, CloseReason(reason)), deadline)
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, CloseReason(reason)), deadline) // likewise
 	// The read loop sees the peer's close reply, or the grace's end. Taken
 	// under rdmu, after closed is set, so no extension can undo it.
 	c.rdmu.Lock()
-	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace))
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace)) // fails only once closed; its I/O then says why
 	c.rdmu.Unlock()
 	c.graceDeadline()
 	return true
@@ -387,7 +387,7 @@ func (c *Conn) graceDeadline() {
 			return // the deadline last set runs out
 		}
 		c.rdmu.Lock()
-		_ = c.ws.SetReadDeadline(now.Add(c.cfg.CloseGrace))
+		_ = c.ws.SetReadDeadline(now.Add(c.cfg.CloseGrace)) // fails only once closed; its I/O then says why
 		c.rdmu.Unlock()
 		time.AfterFunc(step, tick)
 	}
@@ -417,7 +417,7 @@ func (c *Conn) Drain() {
 			continue
 		}
 		if errors.Is(err, websocket.ErrReadLimit) || errors.Is(err, ErrProtocol) {
-			_, _ = io.Copy(io.Discard, c.ws.NetConn())
+			_, _ = io.Copy(io.Discard, c.ws.NetConn()) // draining until the peer goes: its error is that end
 		}
 		return
 	}
@@ -433,7 +433,7 @@ func (c *Conn) Shutdown() {
 	}
 	c.closed.Store(true)
 	c.mu.Unlock()
-	_ = c.ws.Close()
+	_ = c.ws.Close() // done with it: a failed close changes nothing
 }
 
 // Closed reports whether the session sent its close frame: from then on

@@ -218,7 +218,7 @@ func (c *Conn) control(op, n int) error {
 		if code != websocket.CloseNoStatusReceived {
 			reply = websocket.FormatCloseMessage(code, "")
 		}
-		_ = c.writeControl(websocket.CloseMessage, reply, time.Now().Add(c.cfg.WriteTimeout))
+		_ = c.writeControl(websocket.CloseMessage, reply, time.Now().Add(c.cfg.WriteTimeout)) // the peer closed: its reply is a courtesy
 		return &websocket.CloseError{Code: code, Text: text}
 	}
 	return nil

@@ -76,7 +76,7 @@ func (c *Conn) spliceFrom(ch byte, src io.Reader, size int) (n int64, ok bool, e
 // blocking mode (os.NewFile of a blocking descriptor: Go's poller does not
 // watch it, so a splice there must block rather than wait on the poller).
 func pipeMode(rc syscall.RawConn) (blocking, isPipe bool) {
-	_ = rc.Control(func(fd uintptr) {
+	_ = rc.Control(func(fd uintptr) { // a closed descriptor: neither, and the copy path says why
 		var st unix.Stat_t
 		if unix.Fstat(int(fd), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 			return

@@ -14,7 +14,7 @@ func unacked(c *net.TCPConn) int {
 		return -1
 	}
 	n := -1
-	_ = rc.Control(func(fd uintptr) {
+	_ = rc.Control(func(fd uintptr) { // a closed socket: n stays -1
 		if v, err := unix.IoctlGetInt(int(fd), unix.TIOCOUTQ); err == nil {
 			n = v
 		}
