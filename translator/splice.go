@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,208 +61,256 @@ type SpliceResult struct {
 // pong timeout: closing at once, with the client's pings unread, made the
 // kernel reset output the slow client had yet to read.
 func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Config, obs Observer) SpliceResult {
-	var res SpliceResult
-	legacy := protocol != remotecommand.StreamProtocolV5Name && protocol != portforward.WebsocketsSPDYTunnelingPortForwardV1
 	channels := binaryChannels(protocol)
 	if !channels {
 		obs = nil // nothing a recording could read
 	}
+	s := &splice{ctx: ctx, client: client, rt: rt, protocol: protocol, cfg: cfg,
+		legacy: protocol != remotecommand.StreamProtocolV5Name && protocol != portforward.WebsocketsSPDYTunnelingPortForwardV1,
+		f:      frameFollower{channels: channels, obs: obs}}
 	var cf *clientFollower // the up copier's, when something observes
 	if obs != nil {
 		cf = &clientFollower{obs: obs}
 	}
 	upDone := make(chan uint64, 1)
-	var activity atomic.Uint64 // data frames either way, for the idle timeout
-	// cw keeps the node's own frames (pongs, legacy only) from landing
-	// inside a frame the down copy is writing.
-	var cw sync.Mutex
-	if legacy {
-		go func() { upDone <- spliceUpAnsweringPings(client, rt, &cw, cfg.BufferSize, cf) }()
+	if s.legacy {
+		go func() { upDone <- spliceUpAnsweringPings(client, rt, &s.cw, cfg.BufferSize, cf) }()
 	} else {
-		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize, cf, &activity) }()
+		go func() { upDone <- spliceUp(client, rt, cfg.BufferSize, cf, &s.activity) }()
 	}
-	closeBoth := func() { client.Close(); rt.Close() }
-	stopPings := pingClient(client, &cw, cfg)
-	// Ending the session from here (the node shutting down) must not cut
-	// a frame in half, or the client could be told nothing: the reader is
-	// woken, finishes the frame in flight (within CloseGrace) and then
-	// speaks for the runtime as if it had gone away.
-	var (
-		mu         sync.Mutex
-		stopping   atomic.Bool // under mu when set
-		graceArmed bool        // the reader's deadline for the frame in flight; under mu
-	)
-	wake := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopping.Store(true)
-		_ = rt.SetReadDeadline(time.Now()) // fails only once closed; its I/O then says why
-	}
-	stop := context.AfterFunc(ctx, wake)
+	stopPings := pingClient(client, &s.cw, cfg)
+	stop := context.AfterFunc(ctx, s.wake)
 	defer stop()
-	var idled atomic.Bool
-	if !legacy && cfg.IdleTimeout > 0 {
-		tick := wire.IdleCheckPeriod(cfg.IdleTimeout, 0)
-		clock := wire.NewIdleClock(time.Now())
-		var timer *time.Timer
-		check := func() {
-			if clock.Idle(activity.Load(), time.Now(), cfg.IdleTimeout) {
-				idled.Store(true)
-				wake()
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if !stopping.Load() {
-				timer.Reset(tick)
-			}
-		}
-		mu.Lock()
-		timer = time.AfterFunc(tick, check)
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			timer.Stop()
-			mu.Unlock()
-		}()
+	if !s.legacy && cfg.IdleTimeout > 0 {
+		s.watchIdle()
+		defer s.stopIdle()
 	}
-	// armGrace reports whether the session is ending, replacing the
-	// wake-up deadline with the grace for the rest of the frame.
-	armGrace := func() bool {
-		if !stopping.Load() {
-			return false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !graceArmed {
-			graceArmed = true
-			_ = rt.SetReadDeadline(time.Now().Add(cfg.CloseGrace)) // fails only once closed; its I/O then says why
-		}
-		return true
-	}
-
-	f := frameFollower{channels: channels, obs: obs}
-	buf := make([]byte, cfg.BufferSize)
-	var readErr error
-	midFrame := false // cw held
-	var writeDeadline time.Time
+	readErr := s.down()
 	defer func() {
-		if midFrame {
-			cw.Unlock()
+		if s.midFrame {
+			s.cw.Unlock()
 		}
 	}()
+	if s.legacy {
+		s.endLegacy(readErr, stopPings)
+	} else {
+		s.end(readErr, stopPings)
+	}
+	s.res.BytesUp = <-upDone
+	if s.closer != nil {
+		s.closer.Stop()
+	}
+	s.closeBoth()
+	if !s.legacy {
+		s.res.Status = s.f.lastStatus()
+	}
+	return s.res
+}
+
+// splice is one spliced session: Splice's state, each piece named once.
+// The down copier (Splice's own goroutine) owns f, midFrame and
+// writeDeadline; the up copier (spliceUp or spliceUpAnsweringPings) shares
+// only activity and cw.
+type splice struct {
+	ctx        context.Context
+	client, rt net.Conn
+	protocol   string
+	cfg        Config
+	legacy     bool // no end the node can speak for (v4.channel.k8s.io and older)
+
+	activity atomic.Uint64 // data frames either way, for the idle timeout
+	// cw keeps the node's own frames (pings; pongs, legacy only) from
+	// landing inside a frame the down copy is writing.
+	cw sync.Mutex
+
+	// Ending the session from here (the node shutting down, the idle
+	// timeout) must not cut a frame in half, or the client could be told
+	// nothing: the reader is woken (wake), finishes the frame in flight
+	// within CloseGrace (armGrace) and then speaks for the runtime as if it
+	// had gone away. mu orders the wake-up, the grace and the idle timer.
+	mu         sync.Mutex
+	stopping   atomic.Bool // set under mu
+	graceArmed bool        // under mu
+	idled      atomic.Bool
+	idleTimer  *time.Timer // under mu
+
+	f             frameFollower
+	midFrame      bool // cw is held: a frame is half written
+	writeDeadline time.Time
+	closer        *time.Timer // closes both once the client's window after the end passed
+	res           SpliceResult
+}
+
+func (s *splice) closeBoth() {
+	s.client.Close() // done with it: a failed close changes nothing
+	s.rt.Close()     // likewise
+}
+
+// wake ends the session from outside: the reader's next read returns at
+// once.
+func (s *splice) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping.Store(true)
+	_ = s.rt.SetReadDeadline(time.Now()) // fails only once closed; its I/O then says why
+}
+
+// watchIdle wakes the session once no data frame crossed either way for
+// cfg.IdleTimeout, checking on a timer (no parked goroutine).
+func (s *splice) watchIdle() {
+	tick := wire.IdleCheckPeriod(s.cfg.IdleTimeout, 0)
+	clock := wire.NewIdleClock(time.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idleTimer = time.AfterFunc(tick, func() {
+		if clock.Idle(s.activity.Load(), time.Now(), s.cfg.IdleTimeout) {
+			s.idled.Store(true)
+			s.wake()
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.stopping.Load() {
+			s.idleTimer.Reset(tick)
+		}
+	})
+}
+
+func (s *splice) stopIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idleTimer.Stop()
+}
+
+// armGrace reports whether the session is ending, replacing the wake-up
+// deadline with the grace for the rest of the frame.
+func (s *splice) armGrace() bool {
+	if !s.stopping.Load() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.graceArmed {
+		s.graceArmed = true
+		_ = s.rt.SetReadDeadline(time.Now().Add(s.cfg.CloseGrace)) // fails only once closed; its I/O then says why
+	}
+	return true
+}
+
+// down copies the runtime's bytes to the client, following its frames,
+// until the runtime's side ends, the client's write fails (nil) or the
+// session is stopped between frames; it returns why it stopped reading.
+// Inside a frame it holds cw (midFrame).
+func (s *splice) down() error {
+	buf := make([]byte, s.cfg.BufferSize)
 	for {
 		want := buf
-		if armGrace() {
-			if f.AtBoundary() {
-				readErr = context.Cause(ctx)
-				if readErr == nil {
-					readErr = errSessionIdle
+		if s.armGrace() {
+			if s.f.AtBoundary() {
+				if err := context.Cause(s.ctx); err != nil {
+					return err
 				}
-				break
+				return errSessionIdle
 			}
-			want = buf[:f.Room(len(buf))]
+			want = buf[:s.f.Room(len(buf))]
 		}
-		n, err := rt.Read(want)
+		n, err := s.rt.Read(want)
 		if n > 0 {
-			if !midFrame {
-				cw.Lock()
-				midFrame = true
+			if !s.midFrame {
+				s.cw.Lock()
+				s.midFrame = true
 			}
-			data := f.data
-			f.follow(buf[:n])
-			if f.data != data {
-				activity.Add(1)
+			data := s.f.data
+			s.f.follow(buf[:n])
+			if s.f.data != data {
+				s.activity.Add(1)
 			}
 			// The deadline moves at most once per slack, not per read: a
 			// deadline set is a timer update in the runtime's poller.
-			if want := time.Now().Add(cfg.WriteTimeout); want.Sub(writeDeadline) > wire.Slack(cfg.WriteTimeout) {
-				writeDeadline = want
-				_ = client.SetWriteDeadline(want) // fails only once closed; its I/O then says why
+			if want := time.Now().Add(s.cfg.WriteTimeout); want.Sub(s.writeDeadline) > wire.Slack(s.cfg.WriteTimeout) {
+				s.writeDeadline = want
+				_ = s.client.SetWriteDeadline(want) // fails only once closed; its I/O then says why
 			}
-			_, werr := client.Write(buf[:n])
-			if f.AtBoundary() {
-				cw.Unlock()
-				midFrame = false
+			_, werr := s.client.Write(buf[:n])
+			if s.f.AtBoundary() {
+				s.cw.Unlock()
+				s.midFrame = false
 			}
 			if werr != nil {
-				break // the client is gone; nothing to tell it
+				return nil // the client is gone; nothing to tell it
 			}
-			res.BytesDown += uint64(n)
+			s.res.BytesDown += uint64(n)
 		}
 		if err != nil {
-			if wire.IsTimeout(err) && stopping.Load() {
-				mu.Lock()
-				woken := !graceArmed
-				mu.Unlock()
+			if wire.IsTimeout(err) && s.stopping.Load() {
+				s.mu.Lock()
+				woken := !s.graceArmed
+				s.mu.Unlock()
 				if woken {
 					continue
 				}
 			}
-			readErr = err
-			break
+			return err
 		}
 	}
-	if legacy {
-		// Nothing more is written down here, so a ping can no longer
-		// land inside a frame; cw stays the up copier's for its pongs
-		// (one stuck on a client that reads nothing must not hold the
-		// close below).
-		stopPings()
-		if readErr != nil && ctx.Err() == nil && f.cutBeforeStatus(protocol) {
-			// The runtime ended a v4 session without its status, which
-			// a v4 runtime always sends, success included: the client
-			// must not read the bare close as success.
-			res.RuntimeLost = true
-			cw.Lock()
-			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // fails only once closed; its I/O then says why
-			if _, err := client.Write(wire.ServerFrame(nil, websocket.BinaryMessage, wire.StatusFrame(wire.InternalError(runtimeEndedMsg)))); err != nil {
-				klog.FromContext(ctx).V(3).Info("Telling the client the runtime ended the session failed", "err", err)
-			}
-			cw.Unlock()
+}
+
+// endLegacy ends a legacy session: nothing more is written down here, so
+// a ping can no longer land inside a frame; cw stays the up copier's for
+// its pongs (one stuck on a client that reads nothing must not hold the
+// close). The client is half-closed and given a liveness window to close.
+func (s *splice) endLegacy(readErr error, stopPings func()) {
+	stopPings()
+	if readErr != nil && s.ctx.Err() == nil && s.f.cutBeforeStatus(s.protocol) {
+		// The runtime ended a v4 session without its status, which a v4
+		// runtime always sends, success included: the client must not
+		// read the bare close as success.
+		s.res.RuntimeLost = true
+		s.cw.Lock()
+		_ = s.client.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) // fails only once closed; its I/O then says why
+		if _, err := s.client.Write(wire.ServerFrame(nil, websocket.BinaryMessage, wire.StatusFrame(wire.InternalError(runtimeEndedMsg)))); err != nil {
+			klog.FromContext(s.ctx).V(3).Info("Telling the client the runtime ended the session failed", "err", err)
 		}
-		_ = upgrade.CloseWrite(client)                                               // the peer is gone already if it fails
-		_ = rt.Close()                                                               // done with it: a failed close changes nothing
-		_ = client.SetReadDeadline(time.Now().Add(cfg.PingPeriod + cfg.PongTimeout)) // fails only once closed; its I/O then says why
-		res.BytesUp = <-upDone
-		closeBoth()
-		return res
+		s.cw.Unlock()
 	}
-	if !midFrame {
-		cw.Lock() // no ping may land inside the end frames written below
-		midFrame = true
+	_ = upgrade.CloseWrite(s.client)                                                   // the peer is gone already if it fails
+	s.rt.Close()                                                                       // done with it: a failed close changes nothing
+	_ = s.client.SetReadDeadline(time.Now().Add(s.cfg.PingPeriod + s.cfg.PongTimeout)) // fails only once closed; its I/O then says why
+}
+
+// end ends a v5 or tunnel session: when the runtime could not say why it
+// ended, the node does (endFrames) between frames, with no ping in
+// between; then the client gets the liveness window, not CloseGrace, to
+// answer: a slow reader behind the apiserver reaches the close frame only
+// after reading everything before it, pinging all the while, and closing
+// on those pings would make the kernel reset what the apiserver still
+// holds for it (bench-node's slow reader).
+func (s *splice) end(readErr error, stopPings func()) {
+	if !s.midFrame {
+		s.cw.Lock() // no ping may land inside the end frames written below
+		s.midFrame = true
 	}
 	stopPings()
-	if readErr != nil && !f.sawClose {
+	if readErr != nil && !s.f.sawClose {
 		msg := "session cancelled: the node's streaming server is shutting down"
 		switch {
-		case idled.Load() && ctx.Err() == nil:
-			res.IdleTimeout = true
-			msg = fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)
-		case ctx.Err() == nil:
-			res.RuntimeLost = true
+		case s.idled.Load() && s.ctx.Err() == nil:
+			s.res.IdleTimeout = true
+			msg = fmt.Sprintf("session idle for %s, closed by the node", s.cfg.IdleTimeout)
+		case s.ctx.Err() == nil:
+			s.res.RuntimeLost = true
 			msg = "container runtime connection lost"
 			if !errors.Is(readErr, io.EOF) {
 				msg += ": " + readErr.Error()
 			}
 		}
-		if f.AtBoundary() {
-			_ = client.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // fails only once closed; its I/O then says why
-			_, _ = client.Write(endFrames(protocol, msg))                 // the last words: a client that cannot take them is gone
+		if s.f.AtBoundary() {
+			_ = s.client.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) // fails only once closed; its I/O then says why
+			_, _ = s.client.Write(endFrames(s.protocol, msg))                 // the last words: a client that cannot take them is gone
 		}
 	}
-	// The client gets the liveness window, not CloseGrace, to answer: a
-	// slow reader behind the apiserver reaches the close frame only after
-	// reading everything before it, pinging all the while, and closing
-	// on those pings would make the kernel reset what the apiserver still
-	// holds for it (bench-node's slow reader).
-	_ = upgrade.CloseWrite(client) // the peer is gone already if it fails
-	timer := time.AfterFunc(cfg.PingPeriod+cfg.PongTimeout, closeBoth)
-	res.BytesUp = <-upDone
-	timer.Stop()
-	closeBoth()
-	res.Status = f.lastStatus()
-	return res
+	_ = upgrade.CloseWrite(s.client) // the peer is gone already if it fails
+	s.closer = time.AfterFunc(s.cfg.PingPeriod+s.cfg.PongTimeout, s.closeBoth)
 }
 
 // pingClient pings the client every cfg.PingPeriod on the node's own
@@ -362,8 +409,8 @@ func spliceUp(client, rt net.Conn, size int, cf *clientFollower, activity *atomi
 // and its bare close at the end then resets what the node had yet to pass
 // on; the pings still keep the client's own path alive.
 func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *clientFollower) uint64 {
-	br := bufio.NewReaderSize(client, wire.ReadBufSize)
-	buf := make([]byte, max(size, wire.MaxHeader+wire.MaxControl))
+	buf := make([]byte, size)
+	var f wire.Follower
 	var up uint64
 	rtGone := false
 	forward := func(b []byte) {
@@ -379,39 +426,43 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 		}
 		up += uint64(len(b))
 	}
+	// A client's ping being answered: its header, and its payload as it
+	// comes (at most wire.MaxControl bytes).
+	var ping wire.Header
+	var pingPayload []byte
+	inPing := false
+	pong := func() {
+		wire.Unmask(ping.Key, 0, pingPayload)
+		cw.Lock()
+		_, _ = client.Write(wire.ServerFrame(nil, websocket.PongMessage, pingPayload)) // a failed pong is the next read's error to find
+		cw.Unlock()
+		inPing = false
+	}
 	defer upgrade.CloseWrite(rt)
 	for {
-		b, err := br.Peek(2)
+		n, err := client.Read(buf)
+		for b := buf[:n]; len(b) > 0; {
+			h, header, payload, rest := f.Next(b)
+			b = rest
+			switch {
+			case header && h.Op == websocket.PingMessage && h.Fin && h.Masked && h.Len <= wire.MaxControl:
+				ping, pingPayload, inPing = h, make([]byte, 0, h.Len), true
+				if h.Len == 0 {
+					pong()
+				}
+			case header:
+				forward(f.RawHeader())
+			case inPing:
+				pingPayload = append(pingPayload, payload...)
+				if len(pingPayload) == int(ping.Len) {
+					pong()
+				}
+			default:
+				forward(payload)
+			}
+		}
 		if err != nil {
 			return up
-		}
-		hlen := wire.HeaderLen(b[1])
-		h := buf[:hlen]
-		if _, err := io.ReadFull(br, h); err != nil {
-			return up
-		}
-		hd := wire.DecodeHeader(h)
-		n := hd.Len
-		if hd.Op == websocket.PingMessage && hd.Fin && n <= wire.MaxControl && hd.Masked {
-			payload := buf[hlen : hlen+int(n)]
-			if _, err := io.ReadFull(br, payload); err != nil {
-				return up
-			}
-			wire.Unmask(hd.Key, 0, payload)
-			pong := wire.ServerFrame(nil, websocket.PongMessage, payload)
-			cw.Lock()
-			_, _ = client.Write(pong) // a failed pong is the next read's error to find
-			cw.Unlock()
-			continue
-		}
-		forward(h)
-		for rem := n; rem > 0; {
-			k, err := br.Read(buf[:min(rem, uint64(len(buf)))])
-			forward(buf[:k])
-			rem -= uint64(k)
-			if err != nil {
-				return up
-			}
 		}
 	}
 }

@@ -1,12 +1,13 @@
 // Package wire is the WebSocket side of the Kubernetes streaming protocols,
 // shared by both ends kubestream has: the translator at the node and the
-// runtime-side server (cri/streaming). It holds the RFC 6455 frame layout
-// with its one header decoder (DecodeHeader), the one follower of frames
-// passing through a splice (Follower), the hand-written reader of a
-// client's frames, a server connection (Conn)
-// that owns a session's writes, keepalive, idle timeout and end (status,
-// close frame, bounded wait for the peer's close), the v5 resize stream and
-// the v5 client-message reader (V5Reader) and the v5 status message.
+// runtime-side server (cri/streaming). It holds the RFC 6455 frame layout;
+// the one parser of frame headers, Follower, which every reader of frames
+// uses (Conn's reader of a client's frames, the splice's followers of both
+// directions and its answering of a client's pings); a server connection
+// (Conn) that owns a session's writes, keepalive, idle timeout and end
+// (status, close frame, bounded wait for the peer's close); the v5 resize
+// stream, the v5 client-message reader (V5Reader) and the v5 status
+// message.
 //
 // It depends on gorilla/websocket (the handshake, control frames and some
 // writes), apimachinery (the Status type and the channel numbers),

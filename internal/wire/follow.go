@@ -13,8 +13,7 @@ type Header struct {
 }
 
 // DecodeHeader decodes a complete header h (HeaderLen(h[1]) bytes): the
-// one decoder behind Conn's reads, the Follower and the splice's ping
-// answering.
+// one decoder behind Conn's reads and the Follower.
 func DecodeHeader(h []byte) Header {
 	d := Header{Fin: h[0]&Fin != 0, Op: int(h[0] & OpcodeMask), Masked: h[1]&MaskBit != 0, Len: PayloadLen(h)}
 	if d.Masked {
@@ -32,9 +31,10 @@ func DecodeHeader(h []byte) Header {
 // at the start of a stream, and two are equal when they are in the same
 // state.
 type Follower struct {
-	hdr    [MaxHeader]byte
-	hdrLen int   // header bytes seen of the frame starting now
-	left   int64 // payload bytes of the frame in flight still to come
+	hdr     [MaxHeader]byte
+	hdrLen  int   // header bytes seen of the frame starting now
+	left    int64 // payload bytes of the frame in flight still to come
+	lastLen int   // the length of the header Next returned last
 }
 
 // Next takes the first piece of b up to the stream's next boundary. When
@@ -56,11 +56,20 @@ func (f *Follower) Next(b []byte) (h Header, header bool, payload, rest []byte) 
 			continue
 		}
 		h = DecodeHeader(f.hdr[:f.hdrLen])
-		f.left, f.hdrLen = int64(h.Len&(1<<63-1)), 0
+		f.left, f.lastLen, f.hdrLen = int64(h.Len&(1<<63-1)), f.hdrLen, 0
 		return h, true, nil, b
 	}
 	return Header{}, false, nil, nil
 }
+
+// Skip has the follower take the frame in flight's payload as read
+// elsewhere: the next byte it is given starts a frame (Conn's reader,
+// which reads payloads itself).
+func (f *Follower) Skip() { f.left = 0 }
+
+// RawHeader is the header Next returned last as the wire had it, for a
+// follower that passes frames on whole; valid until the next header.
+func (f *Follower) RawHeader() []byte { return f.hdr[:f.lastLen] }
 
 // AtBoundary reports whether the next byte starts a frame.
 func (f *Follower) AtBoundary() bool { return f.left == 0 && f.hdrLen == 0 }

@@ -71,6 +71,7 @@ type readState struct {
 	maskPos   int
 	ctl       [MaxControl]byte // control frame payloads
 	err       error            // sticky: the read side is done
+	hdr       Follower         // parses each frame's header
 }
 
 // NextReader returns the next data message's type and a reader of its
@@ -127,19 +128,14 @@ func (c *Conn) fail(err error) error {
 func (c *Conn) nextFrame() (int, error) {
 	r := &c.rd
 	for {
-		conn := c.src
-		if err := r.Fill(conn, 2); err != nil {
+		h, err := c.nextHeader()
+		if err != nil {
 			return 0, err
 		}
-		b0, b1 := r.buf[r.pos], r.buf[r.pos+1]
-		if b1&MaskBit == 0 {
+		if !h.Masked {
 			return 0, frameErrf("client frame not masked")
 		}
-		hlen := HeaderLen(b1)
-		if err := r.Fill(conn, hlen); err != nil {
-			return 0, err
-		}
-		h := DecodeHeader(r.Take(hlen))
+		b0 := r.hdr.RawHeader()[0]
 		if h.Len > 1<<62 {
 			return 0, frameErrf("frame length %d", h.Len)
 		}
@@ -176,6 +172,27 @@ func (c *Conn) nextFrame() (int, error) {
 			return 0, websocket.ErrReadLimit
 		}
 		return op, nil
+	}
+}
+
+// nextHeader reads the next frame header through the stream's one
+// frame follower (Follower), which parses it; the payload is the caller's
+// to read.
+func (c *Conn) nextHeader() (Header, error) {
+	r := &c.rd
+	for {
+		if len(r.Staged()) == 0 {
+			if err := r.Fill(c.src, 1); err != nil {
+				return Header{}, err
+			}
+		}
+		staged := r.Staged()
+		h, header, _, rest := r.hdr.Next(staged)
+		r.Take(len(staged) - len(rest))
+		if header {
+			r.hdr.Skip() // the payload is read here, not followed
+			return h, nil
+		}
 	}
 }
 
