@@ -73,15 +73,18 @@ func (l Limits) WithDefaults() Limits {
 // ErrSessionClosed is returned by writes after the session sent its close frame.
 var ErrSessionClosed = errors.New("websocket session already closed")
 
-// Conn serialises writes to one gorilla connection (gorilla allows a single
-// concurrent writer) and owns the end of the session: a status, a close frame,
-// a bounded wait for the peer's close, then the TCP close. Ending with a bare
+// Conn owns one WebSocket connection after gorilla's handshake: gorilla
+// does the handshake alone, and from then on every byte is read and written
+// here (gorilla's own reads and writes are never mixed in, as its contract
+// requires). Conn serialises the writes and owns the end of the session: a
+// status, a close frame, a bounded wait for the peer's close, then the TCP
+// close. Ending with a bare
 // TCP close while the peer still has unread data makes its kernel answer the
 // peer's next ping with a reset and lose that data (upstream's translator
 // v0.37 does this after its status: a slow reader loses output), so every
 // end goes through CloseWith.
 type Conn struct {
-	ws  *websocket.Conn
+	nc  net.Conn // the upgraded connection, gorilla done with it
 	cfg *Limits
 
 	mu sync.Mutex // guards writes, and the setting of closed
@@ -108,19 +111,20 @@ type Conn struct {
 
 	src   io.Reader // what every byte after the handshake is read from (newSource)
 	plain bool      // the connection is plain TCP: WriteChannel writes p as is
-	hdr   []byte    // WriteChannel's and WriteInPlace's header, under mu
-	iov   [2][]byte // WriteChannel's writev, under mu
+	hdr   []byte    // a frame's header being written, under mu
+	iov   [2][]byte // writeMessage's writev, under mu
 }
 
 // Slack is how far a deadline may lag behind where it would be if moved on
 // every frame: a second, or a quarter of the window when that is shorter.
 func Slack(window time.Duration) time.Duration { return min(time.Second, window/4) }
 
-// NewConn takes over ws's reads and writes; from then on only the Conn
-// touches ws.
+// NewConn takes over the connection ws upgraded: from then on only the Conn
+// reads and writes it, and ws is not used again.
 func NewConn(ws *websocket.Conn, cfg *Limits) *Conn {
-	_, plain := ws.NetConn().(*net.TCPConn)
-	c := &Conn{ws: ws, cfg: cfg, plain: plain, src: newSource(ws.NetConn())}
+	nc := ws.NetConn()
+	_, plain := nc.(*net.TCPConn)
+	c := &Conn{nc: nc, cfg: cfg, plain: plain, src: newSource(nc)}
 	c.extendReadDeadline()
 	return c
 }
@@ -137,7 +141,7 @@ func (c *Conn) extendReadDeadline() {
 	defer c.rdmu.Unlock()
 	if !c.closed.Load() && want.Sub(c.readDeadline) > Slack(window) {
 		c.readDeadline = want
-		_ = c.ws.SetReadDeadline(want) // fails only once closed; its I/O then says why
+		_ = c.nc.SetReadDeadline(want) // fails only once closed; its I/O then says why
 	}
 }
 
@@ -213,7 +217,7 @@ func (c *Conn) WriteFrame(buf []byte) error {
 	if err := c.beginWrite(); err != nil {
 		return err
 	}
-	return c.ws.WriteMessage(websocket.BinaryMessage, buf)
+	return c.writeMessage(OpBinary, nil, buf)
 }
 
 // Headroom is the room WriteInPlace needs in front of a message's payload:
@@ -222,10 +226,9 @@ const Headroom = 10
 
 // WriteInPlace sends b[Headroom:] as one binary message, writing the frame
 // header into the room in front of it: header and payload leave in one
-// write (one TLS record on a TLS connection) with no copy. gorilla's
-// WriteMessage copies every payload into its write buffer first, a pass
-// over each byte on the hottest path a node has (output on its way to the
-// apiserver). b[:Headroom] is overwritten.
+// write (one TLS record on a TLS connection) with no copy, on the hottest
+// path a node has (output on its way to the apiserver). b[:Headroom] is
+// overwritten.
 func (c *Conn) WriteInPlace(b []byte) error {
 	n := len(b) - Headroom
 	c.mu.Lock()
@@ -236,21 +239,19 @@ func (c *Conn) WriteInPlace(b []byte) error {
 	c.hdr = appendHeader(c.hdr[:0], OpBinary, n)
 	start := Headroom - len(c.hdr)
 	copy(b[start:], c.hdr)
-	_, err := c.ws.NetConn().Write(b[start:])
+	_, err := c.nc.Write(b[start:])
 	return err
 }
 
 // beginWrite (mu held) refuses data after the close frame, moves the write
-// deadline (gorilla's copy and the socket's, as WritePrefixed writes beside
-// gorilla) at most once per Slack, and counts the write as activity.
+// deadline at most once per Slack, and counts the write as activity.
 func (c *Conn) beginWrite() error {
 	if c.closed.Load() {
 		return ErrSessionClosed
 	}
 	if want := time.Now().Add(c.cfg.WriteTimeout); want.Sub(c.writeDeadline) > Slack(c.cfg.WriteTimeout) {
 		c.writeDeadline = want
-		_ = c.ws.SetWriteDeadline(want) // fails only once closed; its I/O then says why
-		if err := c.ws.NetConn().SetWriteDeadline(want); err != nil {
+		if err := c.nc.SetWriteDeadline(want); err != nil {
 			return err
 		}
 	}
@@ -258,12 +259,42 @@ func (c *Conn) beginWrite() error {
 	return nil
 }
 
-// writeControl sends a control frame under mu: WriteChannel writes to the
-// connection beside gorilla, so every write goes through mu.
+// writeControl sends a control frame (a pong, a close reply) under mu,
+// with its own deadline.
 func (c *Conn) writeControl(op int, payload []byte, deadline time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ws.WriteControl(op, payload, deadline)
+	c.writeDeadline = deadline
+	if err := c.nc.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	return c.writeMessage(op, nil, payload)
+}
+
+// writeMessage (mu held) writes one final frame of op whose payload is
+// prefix then p: on plain TCP the header and prefix from one small buffer
+// and p after them in one writev, p not copied; on other connections (TLS,
+// where two writes would be two records) through one pooled buffer. It is
+// every write of a whole message but WriteInPlace's.
+func (c *Conn) writeMessage(op int, prefix, p []byte) error {
+	if !c.plain {
+		c.hdr = appendHeader(c.hdr[:0], op, len(prefix)+len(p))
+		n := len(c.hdr) + len(prefix) + len(p)
+		// Power-of-two sizes, so the pools stay few whatever sizes the
+		// runtime writes (GetBuf keeps one pool per size).
+		bp := GetBuf(max(4096, 1<<bits.Len(uint(n-1))))
+		defer PutBuf(bp)
+		buf := append(append(append((*bp)[:0], c.hdr...), prefix...), p...)
+		_, err := c.nc.Write(buf)
+		return err
+	}
+	c.hdr = appendHeader(c.hdr[:0], op, len(prefix)+len(p))
+	c.hdr = append(c.hdr, prefix...)
+	c.iov[0], c.iov[1] = c.hdr, p
+	bufs := net.Buffers(c.iov[:])
+	_, err := bufs.WriteTo(c.nc)
+	c.iov[1] = nil // p is the caller's
+	return err
 }
 
 // WriteChannel sends one binary message of ch followed by p (WritePrefixed).
@@ -274,34 +305,15 @@ func (c *Conn) WriteChannel(ch byte, p []byte) error {
 
 // WritePrefixed sends one binary message of prefix (a few bytes: a channel
 // byte, a SPDY frame header) followed by p, without copying p where the
-// connection is plain TCP: the frame header and prefix go in one small
-// buffer and p after it, in one writev. On other connections (TLS, where
-// two writes would be two records) it is WriteFrame through a borrowed
-// buffer. Stdout and forwarded bytes are the runtime side's hottest paths;
-// gorilla would copy each message into its write buffer first.
+// connection is plain TCP (writeMessage). Stdout and forwarded bytes are
+// the runtime side's hottest paths.
 func (c *Conn) WritePrefixed(prefix, p []byte) error {
-	if !c.plain {
-		n := len(prefix) + len(p)
-		// Power-of-two sizes, so the pools stay few whatever sizes the
-		// runtime writes (GetBuf keeps one pool per size).
-		bp := GetBuf(max(4096, 1<<bits.Len(uint(n-1))))
-		defer PutBuf(bp)
-		buf := (*bp)[:n]
-		copy(buf[copy(buf, prefix):], p)
-		return c.WriteFrame(buf)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.beginWrite(); err != nil {
 		return err
 	}
-	c.hdr = appendHeader(c.hdr[:0], OpBinary, len(prefix)+len(p))
-	c.hdr = append(c.hdr, prefix...)
-	c.iov[0], c.iov[1] = c.hdr, p
-	bufs := net.Buffers(c.iov[:])
-	_, err := bufs.WriteTo(c.ws.NetConn())
-	c.iov[1] = nil // p is the caller's
-	return err
+	return c.writeMessage(OpBinary, prefix, p)
 }
 
 // CloseWith writes last (if any) as the final data frame, then a close frame,
@@ -319,15 +331,15 @@ func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 	}
 	deadline := time.Now().Add(c.cfg.WriteTimeout)
 	c.writeDeadline = deadline
+	_ = c.nc.SetWriteDeadline(deadline) // fails only once closed; its I/O then says why
 	if last != nil {
-		_ = c.ws.SetWriteDeadline(deadline)                  // fails only once closed; its I/O then says why
-		_ = c.ws.WriteMessage(websocket.BinaryMessage, last) // the end goes on: a peer that cannot take it is gone
+		_ = c.writeMessage(OpBinary, nil, last) // the end goes on: a peer that cannot take it is gone
 	}
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, CloseReason(reason)), deadline) // likewise
+	_ = c.writeMessage(OpClose, nil, websocket.FormatCloseMessage(code, CloseReason(reason))) // likewise
 	// The read loop sees the peer's close reply, or the grace's end. Taken
 	// under rdmu, after closed is set, so no extension can undo it.
 	c.rdmu.Lock()
-	_ = c.ws.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace)) // fails only once closed; its I/O then says why
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.CloseGrace)) // fails only once closed; its I/O then says why
 	c.rdmu.Unlock()
 	c.graceDeadline()
 	return true
@@ -354,7 +366,7 @@ func (c *Conn) CloseWith(last []byte, code int, reason string) bool {
 // CloseGrace alone. A time.AfterFunc chain, no goroutine, ends with the
 // read side (Shutdown) or the grace.
 func (c *Conn) graceDeadline() {
-	tcp := rawTCP(c.ws.NetConn())
+	tcp := rawTCP(c.nc)
 	if tcp == nil {
 		return
 	}
@@ -387,7 +399,7 @@ func (c *Conn) graceDeadline() {
 			return // the deadline last set runs out
 		}
 		c.rdmu.Lock()
-		_ = c.ws.SetReadDeadline(now.Add(c.cfg.CloseGrace)) // fails only once closed; its I/O then says why
+		_ = c.nc.SetReadDeadline(now.Add(c.cfg.CloseGrace)) // fails only once closed; its I/O then says why
 		c.rdmu.Unlock()
 		time.AfterFunc(step, tick)
 	}
@@ -417,7 +429,7 @@ func (c *Conn) Drain() {
 			continue
 		}
 		if errors.Is(err, websocket.ErrReadLimit) || errors.Is(err, ErrProtocol) {
-			_, _ = io.Copy(io.Discard, c.ws.NetConn()) // draining until the peer goes: its error is that end
+			_, _ = io.Copy(io.Discard, c.nc) // draining until the peer goes: its error is that end
 		}
 		return
 	}
@@ -433,7 +445,7 @@ func (c *Conn) Shutdown() {
 	}
 	c.closed.Store(true)
 	c.mu.Unlock()
-	_ = c.ws.Close() // done with it: a failed close changes nothing
+	_ = c.nc.Close() // done with it: a failed close changes nothing
 }
 
 // Closed reports whether the session sent its close frame: from then on

@@ -9,8 +9,9 @@
 // stream, the v5 client-message reader (V5Reader) and the v5 status
 // message.
 //
-// It depends on gorilla/websocket (the handshake, control frames and some
-// writes), apimachinery (the Status type and the channel numbers),
+// It depends on gorilla/websocket (the handshake alone: after it, Conn
+// reads and writes the connection itself and gorilla's Conn is not used
+// again, so the two never share it), apimachinery (the Status type and the channel numbers),
 // k8s.io/utils/exec (exit codes), golang.org/x/sys/unix (Linux: splice(2),
 // raw reads, a socket's unacknowledged bytes) and internal/upgrade
 // (upgrade.Unread, for the bytes an HTTP server read ahead), nothing else,

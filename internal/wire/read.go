@@ -14,11 +14,10 @@ import (
 // The client side's reads are hand-written (RFC 6455 §5) rather than
 // gorilla's NextReader: gorilla allocates a reader per message, and the
 // tunnel gets three messages per SPDY frame from client-go, so that is an
-// allocation per frame on the hottest path. gorilla does the handshake,
-// control frames and the writes of Conn.WriteFrame; Conn.WriteInPlace
-// writes to the connection itself (see there). Every byte after the
-// handshake is read from gorilla's NetConn() (Conn.src: on plain TCP with
-// raw system calls, rawread_linux.go): Hijacker hands gorilla the
+// allocation per frame on the hottest path. gorilla does the handshake and
+// nothing after it: every byte after the handshake is read from the
+// upgraded connection (Conn.src: on plain TCP with raw system calls,
+// rawread_linux.go) and written by Conn. Hijacker hands gorilla the
 // connection with whatever the HTTP server had buffered put back in front
 // (upgrade.Unread), so a first frame sent with the handshake is not lost.
 

@@ -41,7 +41,7 @@ func (c *Conn) spliceFrom(ch byte, src io.Reader, size int) (n int64, ok bool, e
 	if !isPipe {
 		return 0, false, nil
 	}
-	out, err := c.ws.NetConn().(*net.TCPConn).SyscallConn()
+	out, err := c.nc.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		return 0, false, nil
 	}
