@@ -32,7 +32,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*ses
 	pod := podRef(r)
 	release, full := s.slots.acquire(pod.Namespace + "/" + pod.Name)
 	if full != "" {
-		ss.limited(full)
+		ss.countLimited(full)
 		w.Header().Set("Retry-After", "1")
 		ss.refuse(w, r, http.StatusTooManyRequests, fmt.Errorf("too many streaming sessions on this %s; retry later", full))
 		return nil, false

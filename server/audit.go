@@ -3,52 +3,16 @@ package server
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apiserver/pkg/authentication/user"
-	apirequest "k8s.io/apiserver/pkg/endpoints/request"
-
-	"github.com/kubestream/kubestream/audit"
 )
 
 // correlationHeaders are what may tie a node's record to the apiserver's
 // event and to the person at the keyboard, as far as they reach the node.
 var correlationHeaders = []string{"Audit-Id", "Kubectl-Session", "Kubectl-Command", "X-Forwarded-For"}
-
-// auditEvent starts a record for r: who, from where, about what.
-func (s *Server) auditEvent(r *http.Request, sub string, start time.Time) *audit.Event {
-	e := &audit.Event{
-		Kind: audit.Kind, APIVersion: audit.APIVersion,
-		AuditID:    uuid.NewUUID(),
-		RequestURI: r.URL.RequestURI(),
-		Verb:       strings.ToLower(r.Method),
-		UserAgent:  r.UserAgent(),
-		ObjectRef: audit.ObjectReference{Resource: "pods", Namespace: r.PathValue("namespace"), Name: r.PathValue("pod"),
-			UID: uidOf(r), Subresource: sub, Container: r.PathValue("container")},
-		RequestReceivedTimestamp: metav1.NewMicroTime(start),
-		Node:                     s.cfg.NodeName,
-	}
-	if u, ok := apirequest.UserFrom(r.Context()); ok {
-		e.User = userInfo(u)
-	}
-	for _, ip := range utilnet.SourceIPs(r) {
-		e.SourceIPs = append(e.SourceIPs, ip.String())
-	}
-	for _, h := range correlationHeaders {
-		if v := strings.Join(r.Header.Values(h), ", "); v != "" {
-			if e.Correlation == nil {
-				e.Correlation = map[string]string{}
-			}
-			e.Correlation[h] = v
-		}
-	}
-	return e
-}
 
 func uidOf(r *http.Request) types.UID { return types.UID(r.PathValue("uid")) }
 

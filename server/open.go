@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/gorilla/websocket"
 	"github.com/kubestream/kubestream/internal/upgrade"
 	"github.com/kubestream/kubestream/internal/wire"
+	"github.com/kubestream/kubestream/translator"
 )
 
 // The openers: each opens a session's legs for its route, or answers the
@@ -128,4 +131,31 @@ func refusePassThrough(w http.ResponseWriter, r *http.Request, ss *session, err 
 		return
 	}
 	ss.refuse(w, r, upgradeStatus(err), err)
+}
+
+// legs are a session's two ends, open: the client's connection (upgraded
+// by kubestream, or taken over with its 101 still to write) and the
+// runtime's (dialled, or for a translation a way to dial it).
+type legs struct {
+	ws      *websocket.Conn // translated, tunneled: the client's WebSocket, answered
+	client  net.Conn        // direct, proxied: the client's connection, taken over
+	bw      *bufio.Writer   // ...where its 101 goes,
+	answer  http.Header     // ...with these headers
+	runtime net.Conn        // all but translated: the runtime's upgraded connection
+	dial    translator.DialFunc
+	streams translator.Options // translated
+	proto   string             // direct, proxied: the protocol the runtime chose
+}
+
+// upgradeStatus maps a failed runtime dial to the client's status: the
+// runtime's own 4xx passes on; an unreachable runtime is a bad gateway.
+func upgradeStatus(err error) int {
+	var ue *upgrade.Error
+	if errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500 {
+		return ue.StatusCode
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
 }

@@ -3,7 +3,11 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -21,7 +25,7 @@ import (
 // methods below, in the order a request meets them: requests (count),
 // refusals before the session runs (refuse, handshakeFailed), the running
 // session (open), its end (finish: bytes, failures, duration), and direct
-// offers (offered) and session limits (limited) on the way.
+// offers (countOffer) and session limits (countLimited) on the way.
 type session struct {
 	s           *Server
 	subresource string
@@ -207,8 +211,8 @@ func (ss *session) carried(channel string, n uint64) {
 	}
 }
 
-// offered counts the runtime's answer to a direct offer.
-func (ss *session) offered(accepted bool) {
+// countOffer counts the runtime's answer to a direct offer.
+func (ss *session) countOffer(accepted bool) {
 	result := "refused"
 	if accepted {
 		result = "accepted"
@@ -216,7 +220,52 @@ func (ss *session) offered(accepted bool) {
 	ss.s.cfg.Metrics.probes.WithLabelValues(ss.subresource, ss.protocol, result).Inc()
 }
 
-// limited counts a request refused by a full session limit ("node", "pod").
-func (ss *session) limited(limit string) {
+// countLimited counts a request refused by a full session limit ("node", "pod").
+func (ss *session) countLimited(limit string) {
 	ss.s.cfg.Metrics.limited.WithLabelValues(limit).Inc()
+}
+
+// outcome is how a session ended, whichever translator function carried
+// it: what session.finish turns into metrics, the audit record and a log
+// line.
+type outcome struct {
+	bytes map[string]uint64 // payload bytes by channel
+	// status is the command's end as the client was told it (nil: the
+	// client left first) when the carrier saw it (exited).
+	status *metav1.Status
+	exited bool
+	// endedBy names who ended the session when the carrier knows ("node":
+	// idle timeout or shutdown; "runtime": its connection was lost).
+	endedBy string
+	err     error // why it ended abnormally; nil for a normal end
+}
+
+// auditEvent starts a record for r: who, from where, about what.
+func (s *Server) auditEvent(r *http.Request, sub string, start time.Time) *audit.Event {
+	e := &audit.Event{
+		Kind: audit.Kind, APIVersion: audit.APIVersion,
+		AuditID:    uuid.NewUUID(),
+		RequestURI: r.URL.RequestURI(),
+		Verb:       strings.ToLower(r.Method),
+		UserAgent:  r.UserAgent(),
+		ObjectRef: audit.ObjectReference{Resource: "pods", Namespace: r.PathValue("namespace"), Name: r.PathValue("pod"),
+			UID: uidOf(r), Subresource: sub, Container: r.PathValue("container")},
+		RequestReceivedTimestamp: metav1.NewMicroTime(start),
+		Node:                     s.cfg.NodeName,
+	}
+	if u, ok := apirequest.UserFrom(r.Context()); ok {
+		e.User = userInfo(u)
+	}
+	for _, ip := range utilnet.SourceIPs(r) {
+		e.SourceIPs = append(e.SourceIPs, ip.String())
+	}
+	for _, h := range correlationHeaders {
+		if v := strings.Join(r.Header.Values(h), ", "); v != "" {
+			if e.Correlation == nil {
+				e.Correlation = map[string]string{}
+			}
+			e.Correlation[h] = v
+		}
+	}
+	return e
 }

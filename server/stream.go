@@ -1,15 +1,11 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 
-	"github.com/gorilla/websocket"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/cri"
@@ -77,20 +73,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string)
 	}
 }
 
-// legs are a session's two ends, open: the client's connection (upgraded
-// by kubestream, or taken over with its 101 still to write) and the
-// runtime's (dialled, or for a translation a way to dial it).
-type legs struct {
-	ws      *websocket.Conn // translated, tunneled: the client's WebSocket, answered
-	client  net.Conn        // direct, proxied: the client's connection, taken over
-	bw      *bufio.Writer   // ...where its 101 goes,
-	answer  http.Header     // ...with these headers
-	runtime net.Conn        // all but translated: the runtime's upgraded connection
-	dial    translator.DialFunc
-	streams translator.Options // translated
-	proto   string             // direct, proxied: the protocol the runtime chose
-}
-
 // run carries a session whose legs are open, whatever its route: tied to
 // the server's life (Shutdown ends it), counted active and on the audit
 // record from its start, recorded when due (a tty), and wrapped up once.
@@ -99,21 +81,6 @@ func (s *Server) run(r *http.Request, ss *session, l legs) {
 	defer done()
 	ss.open()
 	ss.finish(r, s.carry(ctx, r, ss, l))
-}
-
-// outcome is how a session ended, whichever translator function carried
-// it: what session.finish turns into metrics, the audit record and a log
-// line.
-type outcome struct {
-	bytes map[string]uint64 // payload bytes by channel
-	// status is the command's end as the client was told it (nil: the
-	// client left first) when the carrier saw it (exited).
-	status *metav1.Status
-	exited bool
-	// endedBy names who ended the session when the carrier knows ("node":
-	// idle timeout or shutdown; "runtime": its connection was lost).
-	endedBy string
-	err     error // why it ended abnormally; nil for a normal end
 }
 
 // carry writes the 101 of a taken-over connection and hands the legs to
@@ -184,17 +151,4 @@ func (s *Server) sessionContext(parent context.Context) (context.Context, func()
 		cancel()
 		s.sessions.Done()
 	}
-}
-
-// upgradeStatus maps a failed runtime dial to the client's status: the
-// runtime's own 4xx passes on; an unreachable runtime is a bad gateway.
-func upgradeStatus(err error) int {
-	var ue *upgrade.Error
-	if errors.As(err, &ue) && ue.StatusCode >= 400 && ue.StatusCode < 500 {
-		return ue.StatusCode
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusBadGateway
 }
