@@ -166,20 +166,24 @@ func (ss *session) finish(r *http.Request, o outcome) {
 		ss.carried(ch, n)
 	}
 	if ev := ss.ev; ev != nil {
+		// Who ended it: the carrier's word when it knows, else the status.
+		switch {
+		case o.endedBy != "":
+			ev.EndedBy = o.endedBy
+		case o.exited:
+			ev.EndedBy = endedBy(o.status)
+		}
 		if o.exited {
 			if code := translator.ExitCode(o.status); code >= 0 {
 				ev.ExitCode = &code
 			}
-			ev.EndedBy = endedBy(o.status)
-			if o.status != nil && o.status.Status != metav1.StatusSuccess && ev.ExitCode == nil {
-				ev.EndReason = o.status.Message
-			}
 		}
-		if o.endedBy != "" {
-			ev.EndedBy = o.endedBy
-		}
-		if o.err != nil {
+		// Why: the carrier's error, else a failure status without an exit code.
+		switch {
+		case o.err != nil:
 			ev.EndReason = o.err.Error()
+		case o.exited && o.status != nil && o.status.Status != metav1.StatusSuccess && ev.ExitCode == nil:
+			ev.EndReason = o.status.Message
 		}
 	}
 	m, logger, took := ss.s.cfg.Metrics, klog.FromContext(r.Context()), time.Since(ss.start)

@@ -5,16 +5,14 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// rawReader reads a plain TCP connection with read(2) as a raw system
-// call, waiting on Go's poller when there is nothing to read: the socket is
-// non-blocking, so the call cannot block, and the ordinary path's
-// bookkeeping (splicer's comment) is skipped on every read of a session's
-// bulk input. Errors read as net.Conn's do.
+// rawReader reads a plain TCP connection with read(2) inside the poller's
+// callback (syscall.RawConn.Read), waiting on Go's poller when there is
+// nothing to read: one callback bound for the session, so a read of a
+// session's bulk input allocates nothing. Errors read as net.Conn's do.
 type rawReader struct {
 	conn *net.TCPConn
 	rc   syscall.RawConn
@@ -63,14 +61,15 @@ func (r *rawReader) Read(p []byte) (int, error) {
 // empty.
 func (r *rawReader) read(fd uintptr) bool {
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		n, err := unix.Read(int(fd), r.p)
+		e := errnoOf(err)
 		switch e {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return false
 		}
-		r.n, r.err = int(n), e
+		r.n, r.err = max(n, 0), e
 		return true
 	}
 }

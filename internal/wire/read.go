@@ -16,8 +16,8 @@ import (
 // tunnel gets three messages per SPDY frame from client-go, so that is an
 // allocation per frame on the hottest path. gorilla does the handshake and
 // nothing after it: every byte after the handshake is read from the
-// upgraded connection (Conn.src: on plain TCP with raw system calls,
-// rawread_linux.go) and written by Conn. Hijacker hands gorilla the
+// upgraded connection (Conn.src: on plain TCP read(2) inside the poller's
+// callback, rawread_linux.go) and written by Conn. Hijacker hands gorilla the
 // connection with whatever the HTTP server had buffered put back in front
 // (upgrade.Unread), so a first frame sent with the handshake is not lost.
 
