@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -74,15 +73,16 @@ func loUp(netns string) error {
 		return err
 	}
 	defer unix.Close(s)
-	var req [unix.IFNAMSIZ + 24]byte
-	copy(req[:], "lo")
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s), unix.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&req[0]))); e != 0 {
-		return fmt.Errorf("reading lo flags: %w", e)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
 	}
-	flags := *(*uint16)(unsafe.Pointer(&req[unix.IFNAMSIZ]))
-	*(*uint16)(unsafe.Pointer(&req[unix.IFNAMSIZ])) = flags | unix.IFF_UP
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s), unix.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&req[0]))); e != 0 {
-		return fmt.Errorf("setting lo up: %w", e)
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("reading lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("setting lo up: %w", err)
 	}
 	return nil
 }
