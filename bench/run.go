@@ -31,6 +31,7 @@ type results struct {
 	ttyMBps                      map[string][]float64 // tty stdout (kubestream with and without a recording)
 	recordingCut                 string               // why a recording stopped before the end of its session
 	auditPairs                   []float64            // stdout throughput with an audit log ÷ without, one per back-to-back pair (paired)
+	recorderPairs                []float64            // tty throughput recorded ÷ with a recording's writes beside and no recorder (paired)
 	ttyPairs                     []float64            // tty stdout throughput recorded ÷ not, one per back-to-back pair
 	diskPairs                    []float64            // tty stdout throughput with a recording's disk writes beside (diskBeside) ÷ without, per pair
 	cpuTTY, sessionTTY           map[string][]float64 // tty stdout: translator CPU s/GiB; client, translator and backend together
@@ -222,6 +223,13 @@ func orchestrate(o options) error {
 			return fmt.Errorf("disk pairs: %w", err)
 		}
 		logf("the disk alone: tty stdout with a recording's writes beside ÷ without, %d pairs, median %.3f", len(r.diskPairs), median(r.diskPairs))
+		// The recorder held to the disk, not the disk to itself: the
+		// recorded session against the same session with the same bytes
+		// written beside it and no recorder.
+		if r.recorderPairs, err = paired(n, tty(without, dir), tty(with, "")); err != nil {
+			return fmt.Errorf("recorder pairs: %w", err)
+		}
+		logf("the recorder: tty stdout recorded ÷ with the disk's writes alone, %d pairs, median %.3f", len(r.recorderPairs), median(r.recorderPairs))
 	}
 
 	for _, n := range strings.Split(o.concurrency, ",") {
