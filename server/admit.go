@@ -19,15 +19,15 @@ func (s *Server) decide(r *http.Request, sub string) decision {
 	return d
 }
 
-// admit decides the route, counts the request and answers it if it is
-// rejected or over a session limit; ok is false when the client has had
-// its answer. The caller defers ss.release().
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*session, bool) {
+// admit decides the route the headers ask for and answers the request if
+// it is rejected or over a session limit; ok is false when the client has
+// had its answer. The caller defers ss.release().
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*session, Route, bool) {
 	d := s.decide(r, sub)
 	ss := s.begin(r, sub, d)
 	if d.route == RouteRejected {
 		s.reject(w, r, ss, d)
-		return nil, false
+		return nil, "", false
 	}
 	pod := podRef(r)
 	release, full := s.slots.acquire(pod.Namespace + "/" + pod.Name)
@@ -35,10 +35,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*ses
 		ss.countLimited(full)
 		w.Header().Set("Retry-After", "1")
 		ss.refuse(w, r, http.StatusTooManyRequests, fmt.Errorf("too many streaming sessions on this %s; retry later", full))
-		return nil, false
+		return nil, "", false
 	}
 	ss.release = release
-	return ss, true
+	return ss, d.route, true
 }
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d decision) {

@@ -16,17 +16,17 @@ import (
 // to the runtime as it is, when the runtime may speak it (DirectAuto, and
 // this pod's runtime handler did not refuse lately). ok is false when the
 // client has had its answer (the runtime could not be reached). Otherwise
-// either the runtime took the WebSocket (ss.route is RouteDirect, l its
-// legs) or kubestream carries the session itself with next: u when no
-// offer was made, a fresh URL when the runtime refused (u is single-use).
+// either the runtime took the WebSocket (l, the direct route's legs) or
+// kubestream carries the session itself (l nil) with next: u when no offer
+// was made, a fresh URL when the runtime refused (u is single-use).
 func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session, q request, u *url.URL) (l legs, next *url.URL, ok bool) {
 	if !ss.direct {
-		return legs{}, u, true
+		return nil, u, true
 	}
 	ctx := r.Context()
 	handler := s.runtimeHandler(ctx, q.pod)
 	if !s.direct.worthTrying(handler, ss.subresource, ss.protocol) {
-		return legs{}, u, true
+		return nil, u, true
 	}
 	key := r.Header.Get("Sec-WebSocket-Key")
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Translator.StreamCreationTimeout)
@@ -41,21 +41,20 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 			"protocol", ss.protocol, "recheckAfter", s.direct.cfg.Recheck)
 	case err != nil:
 		ss.refuse(w, r, upgradeStatus(err), err)
-		return legs{}, nil, false
+		return nil, nil, false
 	default:
 		s.direct.remember(handler, ss.subresource, ss.protocol, true)
 		ss.countOffer(true)
-		ss.route = RouteDirect
-		l, ok = s.takeOver(w, r, ss, rt, ss.protocol, upgrade.WebSocketAnswer(key, ss.protocol))
+		l, ok = s.takeOver(w, r, ss, RouteDirect, rt, ss.protocol, upgrade.WebSocketAnswer(key, ss.protocol))
 		return l, nil, ok
 	}
 	s.direct.remember(handler, ss.subresource, ss.protocol, false)
 	ss.countOffer(false)
 	if next, err = q.runtimeURL(ctx, s.cfg.URLs); err != nil {
 		ss.refuse(w, r, cri.HTTPStatus(err), err)
-		return legs{}, nil, false
+		return nil, nil, false
 	}
-	return legs{}, next, true
+	return nil, next, true
 }
 
 // runtimeHandler names the handler serving pod, for the refusal memory; ""

@@ -31,7 +31,7 @@ func (s *Server) openTranslated(w http.ResponseWriter, r *http.Request, ss *sess
 	ws, err := s.rcUpgrader.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
 	if err != nil {
 		ss.handshakeFailed() // gorilla answered the client (400 with the reason)
-		return legs{}, false
+		return nil, false
 	}
 	first := u
 	dial := func(ctx context.Context, protocols []string) (net.Conn, string, error) {
@@ -45,7 +45,7 @@ func (s *Server) openTranslated(w http.ResponseWriter, r *http.Request, ss *sess
 		}
 		return upgrade.SPDY(ctx, u, s.cfg.RuntimeTLS, protocols)
 	}
-	return legs{ws: ws, dial: dial, streams: q.streams}, true
+	return translatedLegs{ws: ws, dial: dial, streams: q.streams}, true
 }
 
 // openTunnel dials the runtime's SPDY port-forward, then answers the
@@ -57,20 +57,20 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, ss *session,
 	cancel()
 	if err != nil {
 		ss.refuse(w, r, upgradeStatus(err), err)
-		return legs{}, false
+		return nil, false
 	}
 	if proto != portforward.PortForwardV1Name {
-		rt.Close()
+		rt.Close() // done with it: a failed close changes nothing
 		ss.refuse(w, r, http.StatusBadGateway, fmt.Errorf("container runtime negotiated %q for port-forward", proto))
-		return legs{}, false
+		return nil, false
 	}
 	ws, err := s.pfUpgrader.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
 	if err != nil {
-		rt.Close()
+		rt.Close() // likewise
 		ss.handshakeFailed()
-		return legs{}, false
+		return nil, false
 	}
-	return legs{ws: ws, runtime: rt}, true
+	return tunnelLegs{ws: ws, runtime: rt}, true
 }
 
 // openRelaySPDY passes a SPDY upgrade to the runtime with the client's
@@ -83,9 +83,9 @@ func (s *Server) openRelaySPDY(w http.ResponseWriter, r *http.Request, ss *sessi
 	cancel()
 	if err != nil {
 		refusePassThrough(w, r, ss, err)
-		return legs{}, false
+		return nil, false
 	}
-	return s.takeOver(w, r, ss, rt, proto, http.Header{httpstream.HeaderConnection: {httpstream.HeaderUpgrade},
+	return s.takeOver(w, r, ss, RouteProxiedSPDY, rt, proto, http.Header{httpstream.HeaderConnection: {httpstream.HeaderUpgrade},
 		httpstream.HeaderUpgrade: {"SPDY/3.1"}, httpstream.HeaderProtocolVersion: {proto}})
 }
 
@@ -100,25 +100,25 @@ func (s *Server) openRelayWebSocket(w http.ResponseWriter, r *http.Request, ss *
 	cancel()
 	if err != nil {
 		refusePassThrough(w, r, ss, err)
-		return legs{}, false
+		return nil, false
 	}
-	return s.takeOver(w, r, ss, rt, proto, upgrade.WebSocketAnswer(key, proto))
+	return s.takeOver(w, r, ss, RouteProxiedWebSocket, rt, proto, upgrade.WebSocketAnswer(key, proto))
 }
 
-// takeOver hijacks the client's connection for a session whose runtime
-// leg is open (rt), the 101 with answer's headers to be written when it
-// runs: the request's read deadline cleared (it is not the session's), and
+// takeOver hijacks the client's connection for a session of route via
+// whose runtime leg is open (rt), the 101 with answer's headers to be
+// written when it runs: the request's read deadline cleared (it is not the session's), and
 // whatever the HTTP server had buffered kept in front of the connection,
 // so a first frame sent with the handshake is not lost.
-func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, ss *session, rt net.Conn, proto string, answer http.Header) (legs, bool) {
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, ss *session, via Route, rt net.Conn, proto string, answer http.Header) (legs, bool) {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		rt.Close()
+		rt.Close() // done with it: a failed close changes nothing
 		ss.refuse(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
-		return legs{}, false
+		return nil, false
 	}
-	_ = conn.SetDeadline(time.Time{})
-	return legs{client: upgrade.Unread(conn, brw.Reader), bw: brw.Writer, answer: answer, runtime: rt, proto: proto}, true
+	_ = conn.SetDeadline(time.Time{}) // fails only once closed; the session's I/O then says why
+	return takenOver{via: via, client: upgrade.Unread(conn, brw.Reader), bw: brw.Writer, answer: answer, runtime: rt, proto: proto}, true
 }
 
 // refusePassThrough answers a pass-through whose runtime dial failed: the
@@ -133,19 +133,40 @@ func refusePassThrough(w http.ResponseWriter, r *http.Request, ss *session, err 
 	ss.refuse(w, r, upgradeStatus(err), err)
 }
 
-// legs are a session's two ends, open: the client's connection (upgraded
-// by kubestream, or taken over with its 101 still to write) and the
-// runtime's (dialled, or for a translation a way to dial it).
-type legs struct {
-	ws      *websocket.Conn // translated, tunneled: the client's WebSocket, answered
-	client  net.Conn        // direct, proxied: the client's connection, taken over
-	bw      *bufio.Writer   // ...where its 101 goes,
-	answer  http.Header     // ...with these headers
-	runtime net.Conn        // all but translated: the runtime's upgraded connection
+// legs are a session's two ends, open, one plain value per route: the
+// route a session runs is its legs' (the runner sets it once from them).
+type legs interface{ route() Route }
+
+// translatedLegs: the client's v5 WebSocket, answered, and a way to dial
+// the runtime's SPDY (the translation dials it itself).
+type translatedLegs struct {
+	ws      *websocket.Conn
 	dial    translator.DialFunc
-	streams translator.Options // translated
-	proto   string             // direct, proxied: the protocol the runtime chose
+	streams translator.Options
 }
+
+// tunnelLegs: the client's tunnel WebSocket, answered, and the runtime's
+// SPDY port-forward connection.
+type tunnelLegs struct {
+	ws      *websocket.Conn
+	runtime net.Conn
+}
+
+// takenOver: a client connection taken over with its 101 still to write
+// (direct, proxied-spdy, proxied-websocket), and the runtime's connection,
+// upgraded with proto.
+type takenOver struct {
+	via     Route
+	client  net.Conn
+	bw      *bufio.Writer // where the 101 goes,
+	answer  http.Header   // with these headers
+	runtime net.Conn
+	proto   string
+}
+
+func (translatedLegs) route() Route { return RouteTranslated }
+func (tunnelLegs) route() Route     { return RouteTunneled }
+func (t takenOver) route() Route    { return t.via }
 
 // upgradeStatus maps a failed runtime dial to the client's status: the
 // runtime's own 4xx passes on; an unreachable runtime is a bad gateway.

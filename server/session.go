@@ -48,7 +48,7 @@ type session struct {
 // under the route that runs it (open), or as rejected (refuse,
 // handshakeFailed).
 func (s *Server) begin(r *http.Request, sub string, d decision) *session {
-	ss := &session{s: s, subresource: sub, protocol: d.protocol, route: d.route, start: time.Now(),
+	ss := &session{s: s, subresource: sub, protocol: d.protocol, start: time.Now(),
 		direct: d.directCandidate, release: func() {}}
 	if s.cfg.Audit != nil {
 		ss.ev = s.auditEvent(r, sub, ss.start)
@@ -147,9 +147,11 @@ func (ss *session) handshakeFailed() {
 	ss.record(audit.StageResponseComplete, httpStatus(http.StatusBadRequest, "WebSocket handshake failed"))
 }
 
-// open marks the session running: counted, active, and on record as
-// admitted.
-func (ss *session) open() {
+// open marks the session running on route: counted, active, and on
+// record as admitted. The route is set here, once, from the legs that
+// run it.
+func (ss *session) open(route Route) {
+	ss.route = route
 	ss.count(ss.route)
 	ss.record(audit.StageResponseStarted, httpStatus(http.StatusSwitchingProtocols, ""))
 	ss.active = ss.s.cfg.Metrics.active.WithLabelValues(ss.subresource, string(ss.route))

@@ -28,7 +28,7 @@ import (
 // the step that met it; after that the session's own protocol says how it
 // ended.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string) {
-	ss, ok := s.admit(w, r, sub)
+	ss, route, ok := s.admit(w, r, sub)
 	if !ok {
 		return
 	}
@@ -48,25 +48,27 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string)
 	}
 
 	var l legs
-	if ss.route == RouteTranslated || ss.route == RouteTunneled {
+	if route == RouteTranslated || route == RouteTunneled {
 		if s.cfg.WebSocketRequested != nil {
 			s.cfg.WebSocketRequested(sub)
 		}
-		// The runtime may take the WebSocket itself (ss.route becomes
-		// RouteDirect); if it refused, u is a fresh URL.
+		// The runtime may take the WebSocket itself (l, the direct
+		// route's legs); if it refused, u is a fresh URL.
 		if l, u, ok = s.offerDirect(w, r, ss, q, u); !ok {
 			return
 		}
 	}
-	switch ss.route {
-	case RouteTranslated:
-		l, ok = s.openTranslated(w, r, ss, q, u)
-	case RouteTunneled:
-		l, ok = s.openTunnel(w, r, ss, u)
-	case RouteProxiedSPDY:
-		l, ok = s.openRelaySPDY(w, r, ss, u)
-	case RouteProxiedWebSocket:
-		l, ok = s.openRelayWebSocket(w, r, ss, u)
+	if l == nil {
+		switch route {
+		case RouteTranslated:
+			l, ok = s.openTranslated(w, r, ss, q, u)
+		case RouteTunneled:
+			l, ok = s.openTunnel(w, r, ss, u)
+		case RouteProxiedSPDY:
+			l, ok = s.openRelaySPDY(w, r, ss, u)
+		case RouteProxiedWebSocket:
+			l, ok = s.openRelayWebSocket(w, r, ss, u)
+		}
 	}
 	if ok {
 		s.run(r, ss, l)
@@ -79,24 +81,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string)
 func (s *Server) run(r *http.Request, ss *session, l legs) {
 	ctx, done := s.sessionContext(r.Context())
 	defer done()
-	ss.open()
+	ss.open(l.route())
 	ss.finish(r, s.carry(ctx, r, ss, l))
 }
 
-// carry writes the 101 of a taken-over connection and hands the legs to
-// the translator function of the route.
+// carry hands the legs to the translator function of their route, first
+// writing the 101 of a taken-over connection.
 func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs) outcome {
-	if l.answer != nil {
-		if err := upgrade.SwitchProtocols(l.bw, l.answer); err != nil {
-			l.client.Close()
-			l.runtime.Close()
-			return outcome{err: fmt.Errorf("answering the client: %w", err)}
-		}
-	}
 	cfg, obs := s.cfg.Translator, ss.observer(r)
-	cfg.Resets = resetCounter{s.cfg.Metrics, ss.route}
-	switch ss.route {
-	case RouteTranslated:
+	cfg.Resets = resetCounter{s.cfg.Metrics, l.route()}
+	switch l := l.(type) {
+	case translatedLegs:
 		res := translator.ServeRemoteCommand(ctx, l.ws, l.dial, l.streams, cfg, obs)
 		o := outcome{bytes: map[string]uint64{}, status: res.Status, exited: true, err: res.Err}
 		for ch, n := range res.Bytes {
@@ -106,39 +101,55 @@ func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs
 			o.endedBy = "node"
 		}
 		return o
-	case RouteTunneled:
+	case tunnelLegs:
 		res := translator.ServeTunnel(ctx, l.ws, l.runtime, cfg)
 		return outcome{bytes: map[string]uint64{"tunnel-up": res.BytesUp, "tunnel-down": res.BytesDown}, err: res.Err}
-	case RouteProxiedSPDY:
-		res := translator.RelaySPDY(ctx, l.client, l.runtime, l.proto, cfg, obs)
-		// v4 remotecommand: the node read the status on the error stream.
-		o := outcome{bytes: map[string]uint64{"spdy-up": res.BytesUp, "spdy-down": res.BytesDown},
-			status: res.Status, exited: res.Status != nil}
-		if res.Lost > 0 || res.Err != nil {
-			o.endedBy, o.err = "runtime", res.Err
-			if o.err == nil {
-				o.err = fmt.Errorf("the runtime cut the session; the client was told on %d error streams", res.Lost)
-			}
+	case takenOver:
+		if err := upgrade.SwitchProtocols(l.bw, l.answer); err != nil {
+			l.client.Close()  // done with it: a failed close changes nothing
+			l.runtime.Close() // likewise
+			return outcome{err: fmt.Errorf("answering the client: %w", err)}
 		}
-		return o
-	default: // RouteDirect, RouteProxiedWebSocket: WebSocket to WebSocket
-		res := translator.Splice(ctx, l.client, l.runtime, l.proto, cfg, obs)
-		ch := "websocket"
-		if ss.route == RouteDirect {
-			ch = "direct"
+		if l.via == RouteProxiedSPDY {
+			return relayOutcome(translator.RelaySPDY(ctx, l.client, l.runtime, l.proto, cfg, obs))
 		}
-		// v5 and v4.channel.k8s.io: the node read the status; a direct
-		// remotecommand without one is a client that left first.
-		o := outcome{bytes: map[string]uint64{ch + "-up": res.BytesUp, ch + "-down": res.BytesDown}, status: res.Status,
-			exited: res.Status != nil || (ss.route == RouteDirect && ss.subresource != PortForward)}
-		if res.IdleTimeout {
-			o.endedBy = "node"
-		}
-		if res.RuntimeLost {
-			o.endedBy, o.err = "runtime", errors.New("container runtime connection lost")
-		}
-		return o
+		return spliceOutcome(l.via, ss.subresource, translator.Splice(ctx, l.client, l.runtime, l.proto, cfg, obs))
 	}
+	panic(fmt.Sprintf("server: no carrier for %T", l)) // legs are this file's types alone
+}
+
+// relayOutcome is how a relayed SPDY session ended.
+func relayOutcome(res translator.RelayResult) outcome {
+	// v4 remotecommand: the node read the status on the error stream.
+	o := outcome{bytes: map[string]uint64{"spdy-up": res.BytesUp, "spdy-down": res.BytesDown},
+		status: res.Status, exited: res.Status != nil}
+	if res.Lost > 0 || res.Err != nil {
+		o.endedBy, o.err = "runtime", res.Err
+		if o.err == nil {
+			o.err = fmt.Errorf("the runtime cut the session; the client was told on %d error streams", res.Lost)
+		}
+	}
+	return o
+}
+
+// spliceOutcome is how a spliced session (direct, proxied-websocket)
+// ended.
+func spliceOutcome(via Route, sub string, res translator.SpliceResult) outcome {
+	ch := "websocket"
+	if via == RouteDirect {
+		ch = "direct"
+	}
+	// v5 and v4.channel.k8s.io: the node read the status; a direct
+	// remotecommand without one is a client that left first.
+	o := outcome{bytes: map[string]uint64{ch + "-up": res.BytesUp, ch + "-down": res.BytesDown}, status: res.Status,
+		exited: res.Status != nil || (via == RouteDirect && sub != PortForward)}
+	if res.IdleTimeout {
+		o.endedBy = "node"
+	}
+	if res.RuntimeLost {
+		o.endedBy, o.err = "runtime", errors.New("container runtime connection lost")
+	}
+	return o
 }
 
 // sessionContext ties a session to the server's life, so Shutdown ends it.
