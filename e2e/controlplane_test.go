@@ -383,6 +383,14 @@ var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
 // its stderr.
 func (cp *controlPlane) background(t *testing.T, withStdin bool, args ...string) (io.WriteCloser, *bufio.Scanner, *syncBuffer) {
 	t.Helper()
+	_, stdin, lines, stderr := cp.startKubectl(t, withStdin, args...)
+	return stdin, lines, stderr
+}
+
+// startKubectl is background with kubectl's command, for a test that
+// waits for its end itself.
+func (cp *controlPlane) startKubectl(t *testing.T, withStdin bool, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := cp.kubectlCmd(ctx, args...)
 	var stdin io.WriteCloser
@@ -402,12 +410,13 @@ func (cp *controlPlane) background(t *testing.T, withStdin bool, args ...string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); cancel() })
-	return stdin, bufio.NewScanner(stdout), stderr
+	return cmd, stdin, bufio.NewScanner(stdout), stderr
 }
 
-// forwardAndCheck runs kubectl port-forward to port of target and checks
-// an echo through it, then a bulk transfer.
-func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
+// portForward starts kubectl port-forward to port of target, for the
+// test's life, and returns the local port it printed and its stderr.
+func (cp *controlPlane) portForward(t *testing.T, target string, port int) (uint16, *syncBuffer) {
+	t.Helper()
 	_, lines, stderr := cp.background(t, false, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
 	var local uint16
 	for local == 0 && lines.Scan() {
@@ -423,6 +432,13 @@ func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
 		for lines.Scan() {
 		}
 	}()
+	return local, stderr
+}
+
+// forwardAndCheck runs kubectl port-forward to port of target and checks
+// an echo through it, then a bulk transfer.
+func forwardAndCheck(t *testing.T, cp *controlPlane, target string, port int) {
+	local, stderr := cp.portForward(t, target, port)
 	// Several connections at once share the one port-forward session.
 	errs := make(chan error, 4)
 	for i := range 4 {

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,13 +47,13 @@ func TestPortForwardPodReset(t *testing.T) {
 					local, stop := openForward(t, n, dialer, "demo", port)
 					defer stop()
 					start := time.Now()
-					if got, err := lineThrough(local[0], wiretest.ResetLine); err == nil || got != "" {
+					if got, err := wiretest.LineThrough(local[0], wiretest.ResetLine); err == nil || got != "" {
 						t.Fatalf("a connection the pod reset read %q, %v; want its end", got, err)
 					}
 					t.Logf("the reset connection ended after %v", time.Since(start).Round(time.Millisecond))
 					for i := range 3 {
 						msg := fmt.Sprintf("after the reset %d\n", i)
-						if got, err := lineThrough(local[0], msg); err != nil || got != msg {
+						if got, err := wiretest.LineThrough(local[0], msg); err != nil || got != msg {
 							t.Fatalf("connection %d after the reset: %q, %v (the forward ended with the reset)", i, got, err)
 						}
 					}
@@ -74,19 +71,4 @@ func TestPortForwardPodReset(t *testing.T) {
 // resets is kubestream's count of connections the pod reset on route.
 func (n *node) resets(route string) float64 {
 	return n.metricSum("kubestream_portforward_connections_reset_total", map[string]string{"route": route})
-}
-
-// lineThrough sends line through a forwarded local port and returns the
-// first line read back, or the error that ended the connection first.
-func lineThrough(port uint16, line string) (string, error) {
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, line); err != nil {
-		return "", err
-	}
-	return bufio.NewReader(c).ReadString('\n')
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -101,30 +100,16 @@ func kindFaults(t *testing.T, kc func(*testing.T) *controlPlane, nodes map[strin
 // through kubectl port-forward; three more are answered through the same
 // kubectl, which is still running.
 func faultPortForwardReset(t *testing.T, cp *controlPlane, ft *faultTable, flavour, pod string) {
-	_, lines, stderr := cp.background(t, false, "port-forward", "--address", "127.0.0.1", "pod/"+pod, ":9000")
-	var local uint16
-	for local == 0 && lines.Scan() {
-		if m := forwarding.FindStringSubmatch(lines.Text()); m != nil {
-			p, _ := strconv.Atoi(m[1])
-			local = uint16(p)
-		}
-	}
-	if local == 0 {
-		t.Fatalf("kubectl port-forward printed no local port: %v; stderr %s", lines.Err(), stderr.String())
-	}
-	go func() { // keep draining "Handling connection" lines
-		for lines.Scan() {
-		}
-	}()
+	local, stderr := cp.portForward(t, "pod/"+pod, 9000)
 	start := time.Now()
-	if got, err := lineThrough(local, wiretest.ResetLine); err == nil || got != "" {
+	if got, err := wiretest.LineThrough(local, wiretest.ResetLine); err == nil || got != "" {
 		t.Errorf("the connection the pod reset read %q, %v", got, err)
 	}
 	ended := time.Since(start)
 	answered := 0
 	for i := range 3 {
 		msg := fmt.Sprintf("after the reset %d\n", i)
-		if got, err := lineThrough(local, msg); err == nil && got == msg {
+		if got, err := wiretest.LineThrough(local, msg); err == nil && got == msg {
 			answered++
 		}
 	}
@@ -201,24 +186,7 @@ func faultKubectlKilled(t *testing.T, cp *controlPlane, ft *faultTable, flavour,
 // for a cut session), and no process of the session is left.
 func faultRuntimeRestart(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
 	marker := "restart-" + n.flavour
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := cp.kubectlCmd(ctx, "exec", "-i", pod, "-c", "app", "--", "sh", "-c", "while :; do echo tick "+marker+"; sleep 1; done")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
+	cmd, _, sc, stderr := cp.startKubectl(t, true, "exec", "-i", pod, "-c", "app", "--", "sh", "-c", "while :; do echo tick "+marker+"; sleep 1; done")
 	for sc.Scan() && !strings.Contains(sc.Text(), "tick") {
 	}
 	go func() {

@@ -1,11 +1,9 @@
 package streaming
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,21 +77,6 @@ func forward(t *testing.T, ts *testServer, protocol string, remote ...int32) ([]
 	return local, stop, errc
 }
 
-// lineThrough sends line through a forwarded local port and returns the
-// first line read back, or the error that ended the connection first.
-func lineThrough(port uint16, line string) (string, error) {
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, line); err != nil {
-		return "", err
-	}
-	return bufio.NewReader(c).ReadString('\n')
-}
-
 // TestPodResetEndsOneConnection: a connection the pod resets ends alone,
 // on the tunnel served here and on SPDY served by cri-streaming: the local
 // client sees its connection end at once, the forward goes on (more
@@ -107,7 +90,7 @@ func TestPodResetEndsOneConnection(t *testing.T) {
 		t.Run(protocol, func(t *testing.T) {
 			ports, stop, errc := forward(t, ts, protocol, 4, 80)
 			start := time.Now()
-			if got, err := lineThrough(ports[0], wiretest.ResetLine); err == nil || got != "" {
+			if got, err := wiretest.LineThrough(ports[0], wiretest.ResetLine); err == nil || got != "" {
 				t.Fatalf("a connection the pod reset read %q, %v; want its end", got, err)
 			}
 			if took := time.Since(start); took > 5*time.Second {
@@ -117,7 +100,7 @@ func TestPodResetEndsOneConnection(t *testing.T) {
 			for j := range 3 {
 				for _, p := range ports {
 					msg := fmt.Sprintf("hello %d\n", j)
-					if got, err := lineThrough(p, msg); err != nil || got != msg {
+					if got, err := wiretest.LineThrough(p, msg); err != nil || got != msg {
 						t.Fatalf("connection %d to local port %d after the reset: %q, %v", j, p, got, err)
 					}
 				}
@@ -143,7 +126,7 @@ func TestFailureToConnectReported(t *testing.T) {
 	ts := start(t, nil)
 	for _, protocol := range []string{"websocket", "spdy"} {
 		ports, _, errc := forward(t, ts, protocol, 1)
-		if got, err := lineThrough(ports[0], "hello\n"); err == nil {
+		if got, err := wiretest.LineThrough(ports[0], "hello\n"); err == nil {
 			t.Fatalf("%s: a refused connection read %q", protocol, got)
 		}
 		select {

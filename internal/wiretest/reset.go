@@ -2,9 +2,11 @@ package wiretest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 // ResetLine is the line that makes ServeResets reset a connection.
@@ -55,4 +57,19 @@ func ResetServer(tb testing.TB) string {
 	tb.Cleanup(func() { l.Close() })
 	go func() { _ = ServeResets(l) }()
 	return l.Addr().String()
+}
+
+// LineThrough sends line through a forwarded local port and returns the
+// first line read back, or the error that ended the connection first.
+func LineThrough(port uint16, line string) (string, error) {
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // fails only once closed
+	if _, err := io.WriteString(c, line); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
 }
