@@ -45,8 +45,7 @@ func (s *Server) offerDirect(w http.ResponseWriter, r *http.Request, ss *session
 	default:
 		s.direct.remember(handler, ss.subresource, ss.protocol, true)
 		ss.countOffer(true)
-		l, ok = s.takeOver(w, r, ss, RouteDirect, rt, ss.protocol, upgrade.WebSocketAnswer(key, ss.protocol))
-		return l, nil, ok
+		return takenOver{via: RouteDirect, runtime: rt, proto: ss.protocol, reply: upgrade.WebSocketAnswer(key, ss.protocol)}, nil, true
 	}
 	s.direct.remember(handler, ss.subresource, ss.protocol, false)
 	ss.countOffer(false)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,48 +8,49 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/gorilla/websocket"
 	"github.com/kubestream/kubestream/internal/upgrade"
-	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/translator"
 )
 
-// The openers: each opens a session's legs for its route, or answers the
-// client with the error it met and returns false. A runtime that must be
-// dialled is dialled before the client is answered, so that its refusal
-// is still an HTTP answer.
+// The openers: each readies a session's runtime side for its route, or
+// answers the client with the error it met and returns false. A runtime
+// that must be dialled is dialled before the client is answered, so that
+// its refusal is still an HTTP answer.
 
-// openTranslated answers a v5 WebSocket; the translation dials the
-// runtime's SPDY itself, with u first and a fresh URL on any later dial.
-func (s *Server) openTranslated(w http.ResponseWriter, r *http.Request, ss *session, q request, u *url.URL) (legs, bool) {
-	ws, err := s.rcUpgrader.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
-	if err != nil {
-		ss.handshakeFailed() // gorilla answered the client (400 with the reason)
-		return nil, false
-	}
-	first := u
-	dial := func(ctx context.Context, protocols []string) (net.Conn, string, error) {
-		u := first
-		first = nil
-		if u == nil {
-			var err error
-			if u, err = q.runtimeURL(ctx, s.cfg.URLs); err != nil {
-				return nil, "", err
-			}
-		}
-		return upgrade.SPDY(ctx, u, s.cfg.RuntimeTLS, protocols)
-	}
-	return translatedLegs{ws: ws, dial: dial, streams: q.streams}, true
+// openTranslated readies a v5 session's runtime side: the translation
+// dials the runtime's SPDY itself (runtimeDialer).
+func (s *Server) openTranslated(q request, u *url.URL) legs {
+	return translatedLegs{dialer: &runtimeDialer{s: s, q: q, next: u}, streams: q.streams}
 }
 
-// openTunnel dials the runtime's SPDY port-forward, then answers the
-// client's tunnel WebSocket: the tunnel has no status channel, so a
-// runtime failure must still be an HTTP answer.
+// runtimeDialer dials the runtime's SPDY for a translation: the URL the
+// request was given first, a fresh one for any later dial (a URL is
+// single-use).
+type runtimeDialer struct {
+	s    *Server
+	q    request
+	next *url.URL // the URL not used yet; nil once it was
+}
+
+func (d *runtimeDialer) dial(ctx context.Context, protocols []string) (net.Conn, string, error) {
+	u := d.next
+	d.next = nil
+	if u == nil {
+		var err error
+		if u, err = d.q.runtimeURL(ctx, d.s.cfg.URLs); err != nil {
+			return nil, "", err
+		}
+	}
+	return upgrade.SPDY(ctx, u, d.s.cfg.RuntimeTLS, protocols)
+}
+
+// openTunnel dials the runtime's SPDY port-forward before the client is
+// answered: the tunnel has no status channel, so a runtime failure must
+// still be an HTTP answer.
 func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, ss *session, u *url.URL) (legs, bool) {
 	dctx, cancel := context.WithTimeout(r.Context(), s.cfg.Translator.StreamCreationTimeout)
 	rt, proto, err := upgrade.SPDY(dctx, u, s.cfg.RuntimeTLS, []string{portforward.PortForwardV1Name})
@@ -64,13 +64,7 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, ss *session,
 		ss.refuse(w, r, http.StatusBadGateway, fmt.Errorf("container runtime negotiated %q for port-forward", proto))
 		return nil, false
 	}
-	ws, err := s.pfUpgrader.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
-	if err != nil {
-		rt.Close() // likewise
-		ss.handshakeFailed()
-		return nil, false
-	}
-	return tunnelLegs{ws: ws, runtime: rt}, true
+	return tunnelLegs{runtime: rt}, true
 }
 
 // openRelaySPDY passes a SPDY upgrade to the runtime with the client's
@@ -85,8 +79,8 @@ func (s *Server) openRelaySPDY(w http.ResponseWriter, r *http.Request, ss *sessi
 		refusePassThrough(w, r, ss, err)
 		return nil, false
 	}
-	return s.takeOver(w, r, ss, RouteProxiedSPDY, rt, proto, http.Header{httpstream.HeaderConnection: {httpstream.HeaderUpgrade},
-		httpstream.HeaderUpgrade: {"SPDY/3.1"}, httpstream.HeaderProtocolVersion: {proto}})
+	return takenOver{via: RouteProxiedSPDY, runtime: rt, proto: proto, reply: http.Header{httpstream.HeaderConnection: {httpstream.HeaderUpgrade},
+		httpstream.HeaderUpgrade: {"SPDY/3.1"}, httpstream.HeaderProtocolVersion: {proto}}}, true
 }
 
 // openRelayWebSocket passes a legacy WebSocket (v4.channel.k8s.io and
@@ -102,23 +96,7 @@ func (s *Server) openRelayWebSocket(w http.ResponseWriter, r *http.Request, ss *
 		refusePassThrough(w, r, ss, err)
 		return nil, false
 	}
-	return s.takeOver(w, r, ss, RouteProxiedWebSocket, rt, proto, upgrade.WebSocketAnswer(key, proto))
-}
-
-// takeOver hijacks the client's connection for a session of route via
-// whose runtime leg is open (rt), the 101 with answer's headers to be
-// written when it runs: the request's read deadline cleared (it is not the session's), and
-// whatever the HTTP server had buffered kept in front of the connection,
-// so a first frame sent with the handshake is not lost.
-func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, ss *session, via Route, rt net.Conn, proto string, answer http.Header) (legs, bool) {
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		rt.Close() // done with it: a failed close changes nothing
-		ss.refuse(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
-		return nil, false
-	}
-	_ = conn.SetDeadline(time.Time{}) // fails only once closed; the session's I/O then says why
-	return takenOver{via: via, client: upgrade.Unread(conn, brw.Reader), bw: brw.Writer, answer: answer, runtime: rt, proto: proto}, true
+	return takenOver{via: RouteProxiedWebSocket, runtime: rt, proto: proto, reply: upgrade.WebSocketAnswer(key, proto)}, true
 }
 
 // refusePassThrough answers a pass-through whose runtime dial failed: the
@@ -133,35 +111,31 @@ func refusePassThrough(w http.ResponseWriter, r *http.Request, ss *session, err 
 	ss.refuse(w, r, upgradeStatus(err), err)
 }
 
-// legs are a session's two ends, open, one plain value per route: the
-// route a session runs is its legs' (the runner sets it once from them).
+// legs are a session's runtime side, ready, one plain value per route;
+// the runner (run) takes the client's side over and answers it. The route
+// a session runs is its legs' (the runner sets it once from them).
 type legs interface{ route() Route }
 
-// translatedLegs: the client's v5 WebSocket, answered, and a way to dial
-// the runtime's SPDY (the translation dials it itself).
+// translatedLegs: a way to dial the runtime's SPDY (the translation dials
+// it itself) and the streams the client asked for.
 type translatedLegs struct {
-	ws      *websocket.Conn
-	dial    translator.DialFunc
+	dialer  *runtimeDialer
 	streams translator.Options
 }
 
-// tunnelLegs: the client's tunnel WebSocket, answered, and the runtime's
-// SPDY port-forward connection.
+// tunnelLegs: the runtime's SPDY port-forward connection.
 type tunnelLegs struct {
-	ws      *websocket.Conn
 	runtime net.Conn
 }
 
-// takenOver: a client connection taken over with its 101 still to write
-// (direct, proxied-spdy, proxied-websocket), and the runtime's connection,
-// upgraded with proto.
+// takenOver: the runtime's connection, upgraded with proto, for a route
+// whose client connection is taken over as it is (direct, proxied-spdy,
+// proxied-websocket), and the headers of the 101 it gets.
 type takenOver struct {
 	via     Route
-	client  net.Conn
-	bw      *bufio.Writer // where the 101 goes,
-	answer  http.Header   // with these headers
 	runtime net.Conn
 	proto   string
+	reply   http.Header
 }
 
 func (translatedLegs) route() Route { return RouteTranslated }

@@ -23,7 +23,7 @@ import (
 // session is one streaming request from its route decision to its end. It
 // owns every metric and audit record the request touches, through the
 // methods below, in the order a request meets them: requests (count),
-// refusals before the session runs (refuse, handshakeFailed), the running
+// refusals before the session runs (refuse, rejected), the running
 // session (open), its end (finish: bytes, failures, duration), and direct
 // offers (countOffer) and session limits (countLimited) on the way.
 type session struct {
@@ -46,7 +46,7 @@ type session struct {
 
 // begin starts tracking a request. It is counted once it is answered:
 // under the route that runs it (open), or as rejected (refuse,
-// handshakeFailed).
+// rejected).
 func (s *Server) begin(r *http.Request, sub string, d decision) *session {
 	ss := &session{s: s, subresource: sub, protocol: d.protocol, start: time.Now(),
 		direct: d.directCandidate, release: func() {}}
@@ -126,25 +126,22 @@ func (ss *session) count(route Route) {
 	ss.s.cfg.Metrics.requests.WithLabelValues(ss.subresource, proto, string(route)).Inc()
 }
 
-// refuse answers with an HTTP error before the session runs: counted,
-// logged and on record.
+// refuse answers with an HTTP error before the session runs (rejected).
 func (ss *session) refuse(w http.ResponseWriter, r *http.Request, code int, err error) {
+	ss.rejected(r, code, err)
+	http.Error(w, err.Error(), code)
+}
+
+// rejected is a request answered, or left, before any route ran: counted
+// as rejected with its code, logged and on record. The caller answers the
+// client (refuse) or has already (gorilla refused the handshake, 400) or
+// cannot (a connection taken over that failed before its 101).
+func (ss *session) rejected(r *http.Request, code int, err error) {
 	ss.route = RouteRejected // no route ran
 	ss.count(RouteRejected)
 	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(RouteRejected), strconv.Itoa(code)).Inc()
 	klog.FromContext(r.Context()).V(2).Info("Streaming request failed", "subresource", ss.subresource, "route", ss.route, "code", code, "err", err)
 	ss.record(audit.StageResponseComplete, httpStatus(code, err.Error()))
-	http.Error(w, err.Error(), code)
-}
-
-// handshakeFailed counts a WebSocket handshake that gorilla refused: the
-// client has its 400 with the reason, and this is the request's only
-// record.
-func (ss *session) handshakeFailed() {
-	ss.route = RouteRejected
-	ss.count(RouteRejected)
-	ss.s.cfg.Metrics.failures.WithLabelValues(ss.subresource, string(RouteRejected), "400").Inc()
-	ss.record(audit.StageResponseComplete, httpStatus(http.StatusBadRequest, "WebSocket handshake failed"))
 }
 
 // open marks the session running on route: counted, active, and on

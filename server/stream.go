@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/gorilla/websocket"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/upgrade"
+	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -61,7 +65,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string)
 	if l == nil {
 		switch route {
 		case RouteTranslated:
-			l, ok = s.openTranslated(w, r, ss, q, u)
+			l = s.openTranslated(q, u)
 		case RouteTunneled:
 			l, ok = s.openTunnel(w, r, ss, u)
 		case RouteProxiedSPDY:
@@ -71,28 +75,87 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string)
 		}
 	}
 	if ok {
-		s.run(r, ss, l)
+		s.run(w, r, ss, l)
 	}
 }
 
-// run carries a session whose legs are open, whatever its route: tied to
-// the server's life (Shutdown ends it), counted active and on the audit
-// record from its start, recorded when due (a tty), and wrapped up once.
-func (s *Server) run(r *http.Request, ss *session, l legs) {
+// run owns a session whose runtime side is ready, whatever its route: it
+// takes the client's connection over and answers it (the 101), carries the
+// session to its end and wraps it up, tied to the server's life (Shutdown
+// ends it), counted active and on the audit record from its start,
+// recorded when due (a tty). A client it cannot answer is rejected through
+// the session, as every refusal is.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session, l legs) {
+	c, ok := s.answerClient(w, r, ss, l)
+	if !ok {
+		return
+	}
 	ctx, done := s.sessionContext(r.Context())
 	defer done()
 	ss.open(l.route())
-	ss.finish(r, s.carry(ctx, r, ss, l))
+	ss.finish(r, s.carry(ctx, r, ss, l, c))
 }
 
-// carry hands the legs to the translator function of their route, first
-// writing the 101 of a taken-over connection.
-func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs) outcome {
+// clientSide is the client's side of a session, answered: its WebSocket
+// (translated, tunneled: gorilla did the handshake) or its connection as
+// it was (the others).
+type clientSide struct {
+	ws   *websocket.Conn
+	conn net.Conn
+}
+
+// answerClient takes the client's connection over and answers it; on failure
+// the runtime's side is closed and the request rejected.
+func (s *Server) answerClient(w http.ResponseWriter, r *http.Request, ss *session, l legs) (clientSide, bool) {
+	switch l := l.(type) {
+	case translatedLegs:
+		return s.handshake(w, r, ss, s.rcUpgrader, nil)
+	case tunnelLegs:
+		return s.handshake(w, r, ss, s.pfUpgrader, l.runtime)
+	case takenOver:
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			l.runtime.Close() // done with it: a failed close changes nothing
+			ss.refuse(w, r, http.StatusInternalServerError, fmt.Errorf("taking over the client connection: %w", err))
+			return clientSide{}, false
+		}
+		// The request's read deadline is not the session's; what the
+		// HTTP server had buffered stays in front, so a first frame sent
+		// with the handshake is not lost.
+		_ = conn.SetDeadline(time.Time{}) // fails only once closed; the session's I/O then says why
+		if err := upgrade.SwitchProtocols(brw.Writer, l.reply); err != nil {
+			conn.Close()      // done with it: a failed close changes nothing
+			l.runtime.Close() // likewise
+			ss.rejected(r, http.StatusBadGateway, fmt.Errorf("answering the client: %w", err))
+			return clientSide{}, false
+		}
+		return clientSide{conn: upgrade.Unread(conn, brw.Reader)}, true
+	}
+	panic(fmt.Sprintf("server: no answer for %T", l)) // legs are open.go's types alone
+}
+
+// handshake answers the client's WebSocket with gorilla's handshake; on
+// failure gorilla has answered (400 with the reason), the runtime's side
+// (rt, if any) is closed and the request rejected.
+func (s *Server) handshake(w http.ResponseWriter, r *http.Request, ss *session, up *websocket.Upgrader, rt net.Conn) (clientSide, bool) {
+	ws, err := up.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
+	if err != nil {
+		if rt != nil {
+			rt.Close() // done with it: a failed close changes nothing
+		}
+		ss.rejected(r, http.StatusBadRequest, fmt.Errorf("WebSocket handshake failed: %w", err))
+		return clientSide{}, false
+	}
+	return clientSide{ws: ws}, true
+}
+
+// carry hands the session to the translator function of its route.
+func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs, c clientSide) outcome {
 	cfg, obs := s.cfg.Translator, ss.observer(r)
 	cfg.Resets = resetCounter{s.cfg.Metrics, l.route()}
 	switch l := l.(type) {
 	case translatedLegs:
-		res := translator.ServeRemoteCommand(ctx, l.ws, l.dial, l.streams, cfg, obs)
+		res := translator.ServeRemoteCommand(ctx, c.ws, l.dialer.dial, l.streams, cfg, obs)
 		o := outcome{bytes: map[string]uint64{}, status: res.Status, exited: true, err: res.Err}
 		for ch, n := range res.Bytes {
 			o.bytes[channelNames[ch]] = n
@@ -102,20 +165,15 @@ func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs
 		}
 		return o
 	case tunnelLegs:
-		res := translator.ServeTunnel(ctx, l.ws, l.runtime, cfg)
+		res := translator.ServeTunnel(ctx, c.ws, l.runtime, cfg)
 		return outcome{bytes: map[string]uint64{"tunnel-up": res.BytesUp, "tunnel-down": res.BytesDown}, err: res.Err}
 	case takenOver:
-		if err := upgrade.SwitchProtocols(l.bw, l.answer); err != nil {
-			l.client.Close()  // done with it: a failed close changes nothing
-			l.runtime.Close() // likewise
-			return outcome{err: fmt.Errorf("answering the client: %w", err)}
-		}
 		if l.via == RouteProxiedSPDY {
-			return relayOutcome(translator.RelaySPDY(ctx, l.client, l.runtime, l.proto, cfg, obs))
+			return relayOutcome(translator.RelaySPDY(ctx, c.conn, l.runtime, l.proto, cfg, obs))
 		}
-		return spliceOutcome(l.via, ss.subresource, translator.Splice(ctx, l.client, l.runtime, l.proto, cfg, obs))
+		return spliceOutcome(l.via, ss.subresource, translator.Splice(ctx, c.conn, l.runtime, l.proto, cfg, obs))
 	}
-	panic(fmt.Sprintf("server: no carrier for %T", l)) // legs are this file's types alone
+	panic(fmt.Sprintf("server: no carrier for %T", l)) // legs are open.go's types alone
 }
 
 // relayOutcome is how a relayed SPDY session ended.
