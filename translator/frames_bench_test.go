@@ -3,10 +3,11 @@ package translator
 import (
 	"encoding/binary"
 	"io"
-	"k8s.io/klog/v2"
 	"net"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/gorilla/websocket"
 

@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
 	"github.com/kubestream/kubestream/internal/wire"
@@ -33,15 +32,13 @@ func binaryChannels(protocol string) bool {
 // clientFollower reads, for an Observer, the client's frames of a spliced
 // session as they pass (masked, in any read sizes): stdin (channel 0) and
 // the resize stream (channel 4). It unmasks copies, never the bytes passed
-// on. The up copier owns it.
+// on, and counts the data it carries (messageFollower). The up copier owns
+// it.
 type clientFollower struct {
-	wire.Follower
-	obs       Observer
+	messageFollower
+	obs       Observer // nil: only data is counted
 	key       [wire.MaskLen]byte
 	pos       int // the mask position within the frame's payload
-	control   bool
-	atPayload bool
-	channel   byte
 	resizes   wire.ResizeStream
 	badResize bool // a resize stream it could not read: no more resizes
 	scratch   [512]byte
@@ -49,15 +46,13 @@ type clientFollower struct {
 
 func (c *clientFollower) follow(b []byte) {
 	for len(b) > 0 {
-		h, header, payload, rest := c.Next(b)
+		h, header, payload, rest := c.next(b)
 		b = rest
-		if !header {
+		switch {
+		case header:
+			c.key, c.pos = h.Key, 0
+		case c.obs != nil:
 			c.payload(payload)
-			continue
-		}
-		c.key, c.pos, c.control = h.Key, 0, h.Op >= websocket.CloseMessage
-		if h.Op == websocket.BinaryMessage || h.Op == websocket.TextMessage {
-			c.atPayload, c.channel = h.Len > 0, noChannel
 		}
 	}
 }

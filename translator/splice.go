@@ -68,10 +68,7 @@ func Splice(ctx context.Context, client, rt net.Conn, protocol string, cfg Confi
 	s := &splice{ctx: ctx, client: client, rt: rt, protocol: protocol, cfg: cfg,
 		legacy: protocol != remotecommand.StreamProtocolV5Name && protocol != portforward.WebsocketsSPDYTunnelingPortForwardV1,
 		f:      frameFollower{channels: channels, obs: obs}}
-	var cf *clientFollower // the up copier's, when something observes
-	if obs != nil {
-		cf = &clientFollower{obs: obs}
-	}
+	cf := &clientFollower{obs: obs} // the up copier's
 	upDone := make(chan uint64, 1)
 	if s.legacy {
 		go func() { upDone <- spliceUpAnsweringPings(client, rt, &s.cw, cfg.BufferSize, cf) }()
@@ -372,18 +369,16 @@ func spliceUp(client, rt net.Conn, size int, cf *clientFollower, activity *atomi
 	buf := make([]byte, size)
 	var up uint64
 	rtGone := false
-	var frames frameFollower // what is data, for the idle timeout: kubectl's pings are not
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
-			data := frames.data
-			frames.follow(buf[:n])
-			if frames.data != data {
+			// What is data, for the idle timeout (kubectl's pings are
+			// not), and what an observer sees, in one pass.
+			data := cf.data
+			cf.follow(buf[:n])
+			if cf.data != data {
 				activity.Add(1)
 			}
-		}
-		if n > 0 && cf != nil {
-			cf.follow(buf[:n])
 		}
 		if n > 0 && !rtGone {
 			if _, werr := rt.Write(buf[:n]); werr != nil {
@@ -414,9 +409,7 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 	var up uint64
 	rtGone := false
 	forward := func(b []byte) {
-		if cf != nil {
-			cf.follow(b) // before the write: b is still masked, as read
-		}
+		cf.follow(b) // before the write: b is still masked, as read
 		if rtGone {
 			return
 		}
@@ -484,9 +477,8 @@ func endFrames(protocol, msg string) []byte {
 // protocols the output an Observer sees and the error channel's last
 // message.
 type frameFollower struct {
-	wire.Follower
+	messageFollower
 	sawClose bool
-	data     uint64 // data frames' payload bytes so far
 
 	// For the binary channel protocols (v5, v4.channel.k8s.io), the error
 	// channel's last message is kept (the audit record's exit code), in a
@@ -494,11 +486,37 @@ type frameFollower struct {
 	// follower stays comparable (FuzzFrameFollowers); output goes to obs.
 	channels  bool
 	obs       Observer
-	atPayload bool // the next payload byte is a data frame's first (its channel)
-	channel   byte // the current message's channel
-	control   bool // the current frame is a control frame (ping, pong, close)
 	status    [statusMax]byte
 	statusLen int // -1: the last status did not fit
+}
+
+// messageFollower follows a WebSocket byte stream's frames (wire.Follower)
+// and, for the binary channel protocols, which message each payload byte
+// belongs to: a data frame's payload opens with its channel, a
+// continuation goes on with the message it continues, and control frames
+// (which may come between a message's fragments) are no part of it. Both
+// directions of a splice follow with it (frameFollower, clientFollower).
+type messageFollower struct {
+	wire.Follower
+	atPayload bool   // the next payload byte is a data frame's first (its channel)
+	channel   byte   // the current message's channel
+	control   bool   // the current frame is a control frame (ping, pong, close)
+	data      uint64 // data frames' payload bytes so far (pings keep no session busy)
+}
+
+// next is wire.Follower's Next, keeping the message's state.
+func (m *messageFollower) next(b []byte) (h wire.Header, header bool, payload, rest []byte) {
+	h, header, payload, rest = m.Next(b)
+	switch {
+	case header:
+		m.control = h.Op >= websocket.CloseMessage
+		if h.Op == websocket.BinaryMessage || h.Op == websocket.TextMessage {
+			m.atPayload, m.channel = h.Len > 0, noChannel
+		}
+	case !m.control:
+		m.data += uint64(len(payload))
+	}
+	return h, header, payload, rest
 }
 
 // statusMax bounds a kept status; a v5 exit status is ~250 bytes plus the
@@ -561,24 +579,13 @@ func (f *frameFollower) lastStatus() *metav1.Status {
 
 func (f *frameFollower) follow(b []byte) {
 	for len(b) > 0 {
-		h, header, payload, rest := f.Next(b)
+		h, header, payload, rest := f.next(b)
 		b = rest
-		if !header {
+		switch {
+		case header:
+			f.sawClose = f.sawClose || h.Op == websocket.CloseMessage
+		default:
 			f.keep(payload)
-			if !f.control {
-				f.data += uint64(len(payload))
-			}
-			continue
-		}
-		if h.Op == websocket.CloseMessage {
-			f.sawClose = true
-		}
-		// A data frame's payload opens with its channel; a continuation
-		// goes on with the message it continues. Control frames (which
-		// may come between a message's fragments) are no part of it.
-		f.control = h.Op >= websocket.CloseMessage
-		if h.Op == websocket.BinaryMessage || h.Op == websocket.TextMessage {
-			f.atPayload, f.channel = h.Len > 0, noChannel
 		}
 	}
 }
