@@ -22,7 +22,10 @@
 //     it at `go pumpOutputs`), tunnelDown, Splice's and RelaySPDY's down
 //     copiers.
 //   - Writes to a client's WebSocket go through wire.Conn, whose mutex lets
-//     one writer at a time at gorilla's connection (gorilla's rule); writes
+//     one writer at a time at the connection (gorilla did the handshake
+//     alone); the tunnel's runtime-to-client copier hands each error
+//     stream's words to pfResets before they go (a pod's reset of one
+//     forwarded connection must not end the forward); writes
 //     to the runtime's SPDY connection go through spdyConn's mutex, a frame
 //     at a time. RelaySPDY's copiers share one mutex for the client's side.
 //   - The keepalive (a time.AfterFunc, no parked goroutine) pings and ends

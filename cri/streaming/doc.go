@@ -39,10 +39,11 @@
 //
 // # Dependencies
 //
-// gorilla/websocket and kubestream's internal/wire and internal/spdy (the
-// WebSocket and SPDY framing shared with kubestream's translator, not the
-// translator itself; internal/spdy reads SPDY/3's header dictionary from
-// moby/spdystream's spdy package), k8s.io/cri-streaming and what it brings
+// gorilla/websocket (the handshake) and kubestream's internal/wire and
+// internal/spdy (the WebSocket and SPDY framing shared with kubestream's
+// translator, not the translator itself) and internal/connreset (a pod's
+// reset of one forwarded connection told from other failures),
+// k8s.io/cri-streaming and what it brings
 // for the protocols it serves, k8s.io/cri-api, grpc status codes, and
 // prometheus/client_golang for the request counter.
 package streaming
