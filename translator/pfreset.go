@@ -40,6 +40,10 @@ type pfResets struct {
 	logger klog.Logger
 	count  ResetCounter
 
+	// The up copier's: the client's header stream, when pf reads it
+	// itself (the tunnel; the relay decodes for more than pf).
+	dec spdy.HeaderDecoder
+
 	mu        sync.Mutex
 	byRequest map[string]*pfConn // the client's connections by request ID
 	errs      map[uint32]*pfConn // by error stream ID
@@ -97,6 +101,29 @@ func (p *pfResets) opened(id uint32, h http.Header) {
 	}
 }
 
+// clientFrame reads one of the client's header frames (SYN_STREAM,
+// SYN_REPLY, HEADERS) as spdy.Boundary.FeedHeaders hands it over: nil for
+// one too large to hold, which loses the header stream.
+func (p *pfResets) clientFrame(frame []byte) {
+	p.mu.Lock()
+	untracked := p.untracked
+	p.mu.Unlock()
+	if untracked {
+		return
+	}
+	if frame == nil {
+		p.lost()
+		return
+	}
+	id, h, syn, err := decodeClientHeaders(&p.dec, frame)
+	switch {
+	case err != nil: // the header stream is lost with it
+		p.lost()
+	case syn:
+		p.opened(id, h)
+	}
+}
+
 // maxTrackedConns bounds the connections followed at once, as
 // cri-streaming's tunnel bounds its streams.
 const maxTrackedConns = 1000
@@ -110,17 +137,30 @@ func (p *pfResets) lost() {
 	clear(p.byRequest)
 }
 
-// holds reports whether the runtime's data frame on stream id, n payload
-// bytes, is the node's to act on (said), not to pass on: words on an
-// error stream being held, or a data stream the node reset.
-func (p *pfResets) holds(id uint32, n int) bool {
+// data is what the down copier asks of each of the runtime's data frames
+// (stream id, n payload bytes), under one lock: whether the node holds the
+// frame (words on an error stream, or a data stream the node reset: read
+// its payload and pass it to said), and otherwise what must go before it
+// (an error stream's held words, once the runtime writes past
+// pfSaidMax: its words pass unchanged from then on).
+func (p *pfResets) data(id uint32, n int) (hold bool, before []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dropped[id] {
-		return true
+		return true, nil
 	}
 	c := p.errs[id]
-	return c != nil && c.dataID != 0 && len(c.said)+n <= pfSaidMax
+	switch {
+	case c == nil:
+		return false, nil
+	case c.dataID != 0 && len(c.said)+n <= pfSaidMax:
+		return true, nil
+	}
+	delete(p.errs, id)
+	if len(c.said) == 0 {
+		return false, nil
+	}
+	return false, appendData(nil, id, c.said, false)
 }
 
 // said takes a held data frame's payload; it returns the frames to send
@@ -188,24 +228,6 @@ func (p *pfResets) ended(c *pfConn) []byte {
 	return binary.BigEndian.AppendUint32(out, spdy.StatusCancel)
 }
 
-// release returns, for an error stream whose words were being held and
-// that the runtime goes on writing past pfSaidMax, the held words as a
-// data frame to send before the frame at hand; from then on its words
-// pass unchanged.
-func (p *pfResets) release(id uint32) []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.errs[id]
-	if c == nil {
-		return nil
-	}
-	delete(p.errs, id)
-	if len(c.said) == 0 {
-		return nil
-	}
-	return appendData(nil, id, c.said, false)
-}
-
 // appendData appends a data frame carrying payload on stream id.
 func appendData(dst []byte, id uint32, payload []byte, fin bool) []byte {
 	var h [spdy.HeaderLen]byte
@@ -217,6 +239,9 @@ func appendData(dst []byte, id uint32, payload []byte, fin bool) []byte {
 // (SYN_STREAM, SYN_REPLY or HEADERS) with the client's decoder; id and syn
 // describe a SYN_STREAM. An error means the header stream is lost.
 func decodeClientHeaders(dec *spdy.HeaderDecoder, frame []byte) (id uint32, h http.Header, syn bool, err error) {
+	if len(frame) < spdy.HeaderLen {
+		return 0, nil, false, spdy.ErrHeaders
+	}
 	off := spdy.HeaderLen + 4 // SYN_REPLY, HEADERS: the stream ID
 	if spdy.ControlType(frame) == spdy.TypeSynStream {
 		off = spdy.HeaderLen + spdy.SynStreamFixed

@@ -46,8 +46,11 @@ func TestPFResets(t *testing.T) {
 			p := newPFResets(klog.Background(), count)
 			p.opened(1, http.Header{"Streamtype": {"error"}, "Requestid": {"0"}})
 			p.opened(3, http.Header{"Streamtype": {"data"}, "Requestid": {"0"}})
-			if !p.holds(1, len(c.words)) || p.holds(3, 10) {
-				t.Fatal("holds the wrong streams")
+			if hold, _ := p.data(1, len(c.words)); !hold {
+				t.Fatal("the error stream's words not held")
+			}
+			if hold, _ := p.data(3, 10); hold {
+				t.Fatal("the data stream held")
 			}
 			if out := p.said(1, []byte(c.words), false); out != nil {
 				t.Fatalf("words passed before the stream ended: %q", out)
@@ -65,8 +68,8 @@ func TestPFResets(t *testing.T) {
 			if !bytes.Equal(got, c.want) || count[connreset.Reset] != c.resets {
 				t.Fatalf("sent %x, %v resets; want %x, %d", got, count, c.want, c.resets)
 			}
-			if p.holds(3, 0) != c.dropped {
-				t.Fatalf("data stream dropped: %v, want %v", p.holds(3, 0), c.dropped)
+			if hold, _ := p.data(3, 0); hold != c.dropped {
+				t.Fatalf("data stream dropped: %v, want %v", hold, c.dropped)
 			}
 			if c.dropped {
 				if out := p.said(3, nil, true); out != nil {
@@ -80,10 +83,32 @@ func TestPFResets(t *testing.T) {
 	p.opened(1, http.Header{"Streamtype": {"error"}})
 	p.opened(3, http.Header{"Streamtype": {"data"}})
 	p.said(1, []byte("abc"), false)
-	if p.holds(1, pfSaidMax) {
-		t.Fatal("held words past the limit")
+	hold, out := p.data(1, pfSaidMax)
+	if hold || !bytes.Equal(out, appendData(nil, 1, []byte("abc"), false)) {
+		t.Fatalf("past the limit: held %v, released %x", hold, out)
 	}
-	if out := p.release(1); !bytes.Equal(out, appendData(nil, 1, []byte("abc"), false)) {
-		t.Fatalf("released %x", out)
+	if hold, out := p.data(1, 10); hold || out != nil {
+		t.Fatalf("after the release: held %v, sent %x", hold, out)
+	}
+}
+
+// TestPFResetsClientFrames: the tunnel's header frames as FeedHeaders hands
+// them over; one too large to hold (nil) loses the header stream without
+// a panic, and the runtime's words pass unchanged from then on.
+func TestPFResetsClientFrames(t *testing.T) {
+	p := newPFResets(klog.Background(), nil)
+	syn := func(id uint32, first bool, typ string) []byte {
+		fixed := binary.BigEndian.AppendUint32(nil, id)
+		return spdy.AppendHeaders(nil, spdy.TypeSynStream, append(fixed, 0, 0, 0, 0, 0, 0), first, "streamtype", typ, "requestid", "0")
+	}
+	p.clientFrame(syn(1, true, "error"))
+	p.clientFrame(syn(3, false, "data"))
+	if hold, _ := p.data(1, 10); !hold {
+		t.Fatal("the error stream of a pair the client opened is not held")
+	}
+	p.clientFrame(nil)
+	p.clientFrame(syn(5, false, "error"))
+	if hold, _ := p.data(5, 10); hold {
+		t.Fatal("held words after the header stream was lost")
 	}
 }

@@ -450,14 +450,15 @@ func (r *spdyRelay) pfFrame(br *bufio.Reader, h []byte, n int, ends uint32) (boo
 	var out []byte
 	handled := false
 	switch {
-	case !spdy.Control(h) && r.pf.holds(spdy.StreamID(h), n):
-		var payload [pfSaidMax]byte
-		if _, err := io.ReadFull(br, payload[:n]); err != nil {
-			return false, err
-		}
-		out, handled = r.pf.said(spdy.StreamID(h), payload[:n], h[4]&spdy.FlagFin != 0), true
 	case !spdy.Control(h):
-		out = r.pf.release(spdy.StreamID(h))
+		id := spdy.StreamID(h)
+		if handled, out = r.pf.data(id, n); handled {
+			var payload [pfSaidMax]byte
+			if _, err := io.ReadFull(br, payload[:n]); err != nil {
+				return false, err
+			}
+			out = r.pf.said(id, payload[:n], h[4]&spdy.FlagFin != 0)
+		}
 	case spdy.ControlType(h) == spdy.TypeRstStream && ends != 0:
 		out, handled = r.pf.runtimeReset(ends)
 		if handled {

@@ -422,6 +422,7 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 	// A client's ping being answered: its header, and its payload as it
 	// comes (at most wire.MaxControl bytes).
 	var ping wire.Header
+	var pingBuf [wire.MaxControl]byte
 	var pingPayload []byte
 	inPing := false
 	pong := func() {
@@ -439,7 +440,7 @@ func spliceUpAnsweringPings(client, rt net.Conn, cw *sync.Mutex, size int, cf *c
 			b = rest
 			switch {
 			case header && h.Op == websocket.PingMessage && h.Fin && h.Masked && h.Len <= wire.MaxControl:
-				ping, pingPayload, inPing = h, make([]byte, 0, h.Len), true
+				ping, pingPayload, inPing = h, pingBuf[:0], true
 				if h.Len == 0 {
 					pong()
 				}

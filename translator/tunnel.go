@@ -95,21 +95,6 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 // goroutine, which owns the client's read side. The client's header
 // frames are read on the way, to tell pf the streams it opens.
 func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (up uint64, _ error) {
-	var dec spdy.HeaderDecoder
-	lost := false
-	opened := func(frame []byte) {
-		if lost {
-			return
-		}
-		id, h, syn, err := decodeClientHeaders(&dec, frame)
-		switch {
-		case frame == nil || err != nil: // the header stream is lost with it
-			lost = true
-			pf.lost()
-		case syn:
-			pf.opened(id, h)
-		}
-	}
 	// client-go writes each SPDY frame as several messages (header
 	// words, then payload); passing each on would cost a syscall and a
 	// TCP segment apiece. Bytes are held until they end a frame (or
@@ -138,7 +123,7 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (up uint64, 
 		}
 		for {
 			n, err := r.Read(buf[fill:])
-			frames.FeedHeaders(buf[fill:fill+n], maxHeaderFrame, opened)
+			frames.FeedHeaders(buf[fill:fill+n], maxHeaderFrame, pf.clientFrame)
 			fill += n
 			if fill == len(buf) {
 				if err := flush(); err != nil {
@@ -217,16 +202,18 @@ func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, e
 			}
 		}
 		switch {
-		case data && pf.holds(id, n):
-			if _, err := io.ReadFull(br, payload[:n]); err != nil {
-				return total, flush()
-			}
-			if err := put(pf.said(id, payload[:n], h[4]&spdy.FlagFin != 0)); err != nil {
-				return total, err
-			}
-			continue
 		case data:
-			if err := put(pf.release(id)); err != nil {
+			hold, before := pf.data(id, n)
+			if hold {
+				if _, err := io.ReadFull(br, payload[:n]); err != nil {
+					return total, flush()
+				}
+				if err := put(pf.said(id, payload[:n], h[4]&spdy.FlagFin != 0)); err != nil {
+					return total, err
+				}
+				continue
+			}
+			if err := put(before); err != nil {
 				return total, err
 			}
 		case ends != 0:
