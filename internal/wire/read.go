@@ -182,6 +182,9 @@ func (c *Conn) nextHeader() (Header, error) {
 	for {
 		if len(r.Staged()) == 0 {
 			if err := r.Fill(c.src, 1); err != nil {
+				if err == io.EOF && !r.hdr.AtBoundary() {
+					err = io.ErrUnexpectedEOF // cut inside a header, as Fill says of a cut inside its own read
+				}
 				return Header{}, err
 			}
 		}

@@ -83,6 +83,9 @@ func TestReader(t *testing.T) {
 			wantErr: func(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }, wantSent: []int{websocket.CloseMessage}},
 		{name: "truncated connection", in: wiretest.MaskedFrame(true, 2, big)[:5000], maxMsg: 1 << 20,
 			wantErr: func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
+		{name: "connection cut inside a header", in: cat(wiretest.MaskedFrame(true, 2, []byte("x")), wiretest.MaskedFrame(true, 2, []byte("y"))[:3]),
+			want:    [][]byte{[]byte("x")},
+			wantErr: func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
 	} {
 		// Small connection reads make frames straddle the staging buffer's
 		// refills; whole ones let large reads run on into the next frames.
