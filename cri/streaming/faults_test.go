@@ -162,7 +162,7 @@ func TestStopEndsProcesses(t *testing.T) {
 			defer pw.Close()
 			u := ts.execURL(t, false, true, true, "sleep-kill")
 			go func() { done <- run(t, protocol, u, pr, false, nil) }()
-			waitCalls(t, ts, 1)
+			waitRunning(t, ts)
 			start := time.Now()
 			_ = ts.Stop()
 			took := time.Since(start)
@@ -195,22 +195,29 @@ func TestStopEndsProcesses(t *testing.T) {
 	}
 }
 
-// waitCalls waits until n runtime calls are in flight.
-func waitCalls(t *testing.T, ts *testServer, n int) {
+// waitRunning waits until the session's process runs, then checks that its
+// runtime call is counted once: Stop waits for that count to fall to 0.
+func waitRunning(t *testing.T, ts *testServer) {
 	t.Helper()
-	s := ts.Server.(*server)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		s.calls.mu.Lock()
-		got := s.calls.n
-		s.calls.mu.Unlock()
-		if got == n {
-			return
+		ts.rt.mu.Lock()
+		running := ts.rt.running
+		ts.rt.mu.Unlock()
+		if running == 1 {
+			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d runtime calls in flight, want %d", got, n)
+			t.Fatalf("%d processes running, want 1", running)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	s := ts.Server.(*server)
+	s.calls.mu.Lock()
+	got := s.calls.n
+	s.calls.mu.Unlock()
+	if got != 1 {
+		t.Fatalf("%d runtime calls in flight for one session, want 1", got)
 	}
 }

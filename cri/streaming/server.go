@@ -274,8 +274,8 @@ func (s *server) Stop() error {
 const StopTimeout = 5 * time.Second
 
 // runtimeCalls counts the runtime calls (Exec, Attach, PortForward) the
-// sessions have in flight, so Stop can wait for them. A WaitGroup would
-// not do: a call may begin while Stop waits.
+// sessions have in flight, each once, so Stop can wait for them. A
+// WaitGroup would not do: a call may begin while Stop waits.
 type runtimeCalls struct {
 	mu   sync.Mutex
 	n    int
@@ -453,8 +453,13 @@ func (a *criAdapter) AttachContainer(ctx context.Context, _, _, container string
 // Only a stream that can be reset on its own (SPDY's) is: on the legacy
 // WebSocket protocol a port's channels are the session.
 func (a *criAdapter) PortForward(ctx context.Context, pod, _ string, port int32, stream io.ReadWriteCloser) error {
-	err := a.call(ctx, func(ctx context.Context) error {
-		return a.s.runtime.PortForward(ctx, pod, port, stream)
+	var err error
+	// A forwarded connection is counted on its own: cri-streaming's
+	// port-forward session has no end Stop could wait for.
+	a.s.calls.run(func() {
+		err = a.call(ctx, func(ctx context.Context) error {
+			return a.s.runtime.PortForward(ctx, pod, port, stream)
+		})
 	})
 	reset, ok := stream.(interface{ Reset() error })
 	reason := connreset.Of(err)
@@ -469,15 +474,14 @@ func (a *criAdapter) PortForward(ctx context.Context, pod, _ string, port int32,
 	return nil
 }
 
-// call runs a runtime call for cri-streaming, counted, with a context that
-// also ends when the server stops.
+// call runs a runtime call for cri-streaming with a context that also ends
+// when the server stops. Exec and attach sessions are counted by their
+// handlers, until cri-streaming has written their status.
 func (a *criAdapter) call(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(a.s.ctx, cancel)()
-	var err error
-	a.s.calls.run(func() { err = f(ctx) })
-	return err
+	return f(ctx)
 }
 
 // klogFor is the session's logger.

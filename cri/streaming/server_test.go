@@ -68,9 +68,10 @@ type fakeRuntime struct {
 	cleanEOFs int
 	echo      string // PortForward's target
 	resets    string // PortForward's target for port 4: wiretest.ServeResets
-	// killed counts "sleep-kill" processes ended by their context, each
-	// after a kill that takes killTime, as containerd's Exec does.
-	killed int
+	// running and killed count "sleep-kill" processes started, and ended
+	// by their context, each after a kill that takes killTime, as
+	// containerd's Exec does.
+	running, killed int
 }
 
 // killTime is what a "sleep-kill" process takes to die once its call's
@@ -140,6 +141,9 @@ func (f *fakeRuntime) Exec(ctx context.Context, _ string, cmd []string, in io.Re
 		<-ctx.Done()
 		return ctx.Err()
 	case "sleep-kill":
+		f.mu.Lock()
+		f.running++
+		f.mu.Unlock()
 		<-ctx.Done()
 		time.Sleep(killTime)
 		f.mu.Lock()
