@@ -5,8 +5,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,25 +29,9 @@ func TestCrictlWebSockets(t *testing.T) {
 		t.Fatal("KUBESTREAM_CRICTL is not set: run this with hack/containerd-e2e.sh")
 	}
 	native := os.Getenv("KUBESTREAM_CONTAINERD_WEBSOCKETS") == "1"
-	type out struct {
-		stdout, stderr string
-		code           int
-	}
-	run := func(ctx context.Context, stdin string, args ...string) out {
+	run := func(ctx context.Context, stdin string, args ...string) crictlOut {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, crictl, append([]string{"--runtime-endpoint", rt.endpoint, "--timeout", "30s"}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		var ee *exec.ExitError
-		code := 0
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("crictl %v: %v", args, err)
-		}
-		return out{o.String(), e.String(), code}
+		return runCrictl(ctx, t, crictl, strings.NewReader(stdin), args...)
 	}
 	id := func(name string) string {
 		r := run(context.Background(), "", "ps", "-q", "--name", "^"+name+"$")
@@ -60,7 +48,7 @@ func TestCrictlWebSockets(t *testing.T) {
 	}
 
 	// crictl exits 1 for any failed command and names the exit code.
-	exited := func(r out, code int) bool {
+	exited := func(r crictlOut, code int) bool {
 		return r.code != 0 && strings.Contains(r.stderr, fmt.Sprintf("command terminated with exit code %d", code))
 	}
 	if r := run(context.Background(), "", "exec", "-r", "spdy", sleeper, "sh", "-c", "echo over spdy; exit 4"); !exited(r, 4) || r.stdout != "over spdy\n" {
@@ -113,4 +101,81 @@ func TestCrictlWebSockets(t *testing.T) {
 	if d := after["v5.channel.k8s.io"] - before["v5.channel.k8s.io"]; d != 3 {
 		t.Errorf("the runtime served %v v5 sessions, want 3 (metrics %v)", d, after)
 	}
+}
+
+type crictlOut struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCrictl runs crictl against the runtime under test.
+func runCrictl(ctx context.Context, t *testing.T, crictl string, stdin io.Reader, args ...string) crictlOut {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, crictl, append([]string{"--runtime-endpoint", rt.endpoint, "--timeout", "30s"}, args...)...)
+	cmd.Stdin = stdin
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("crictl %v: %v", args, err)
+	}
+	return crictlOut{o.String(), e.String(), code}
+}
+
+// TestCrictlStdinIntoFile: `crictl exec -i … sh -c 'cat > f'`, the way
+// users copy a file into a container without tar: the shell hands cat a
+// stdout redirected to the file, so the exec's stdout ends at once while
+// its stdin goes on. Stock containerd closes the exec's stdin when its
+// stdout ends (containerd#12734, #13934) and the file is cut short with
+// exit 0; the patched build (hack/containerd/exec_io.patch) keeps stdin
+// until the client ends it. Asserted on the patched build, recorded on
+// stock as the runtime's.
+func TestCrictlStdinIntoFile(t *testing.T) {
+	crictl := os.Getenv("KUBESTREAM_CRICTL")
+	if crictl == "" {
+		t.Fatal("KUBESTREAM_CRICTL is not set: run this with hack/containerd-e2e.sh")
+	}
+	native := os.Getenv("KUBESTREAM_CONTAINERD_WEBSOCKETS") == "1"
+	transport := "spdy"
+	if native {
+		transport = "websocket"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := runCrictl(ctx, t, crictl, strings.NewReader(""), "ps", "-q", "--name", "^sleeper$")
+	sleeper := strings.TrimSpace(r.stdout)
+	if r.code != 0 || sleeper == "" {
+		t.Fatalf("crictl ps sleeper: %+v", r)
+	}
+	data := make([]byte, 16<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	for i := range 3 {
+		r := runCrictl(ctx, t, crictl, bytes.NewReader(data), "exec", "-i", "-r", transport, sleeper, "sh", "-c", "cat > /tmp/stdin-into-file")
+		if r.code != 0 {
+			t.Fatalf("run %d: crictl exec -i -r %s sh -c 'cat > f': %+v", i, transport, r)
+		}
+		got := runCrictl(ctx, t, crictl, strings.NewReader(""), "exec", sleeper, "sh", "-c", "wc -c < /tmp/stdin-into-file; sha256sum /tmp/stdin-into-file")
+		fields := strings.Fields(got.stdout)
+		if got.code != 0 || len(fields) < 2 {
+			t.Fatalf("run %d: reading the file back: %+v", i, got)
+		}
+		if fields[1] == want {
+			continue
+		}
+		msg := fmt.Sprintf("run %d: %s of %d bytes reached the file, crictl exited 0", i, fields[0], len(data))
+		if native {
+			t.Fatal(msg)
+		}
+		t.Logf("stock containerd cut stdin short (the runtime's, containerd#13934): %s", msg)
+		return
+	}
+	t.Logf("%s: 3 of 3 files of %d bytes whole", transport, len(data))
 }

@@ -18,7 +18,10 @@ export KUBESTREAM_SEQ_REPS=${KUBESTREAM_SEQ_REPS:-20}
 hack/containerd.sh install
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(2.4 1.6 2.4-ws)
-[[ " ${versions[*]} " != *" 2.4-ws "* ]] || hack/containerd.sh install-ws
+if [[ " ${versions[*]} " == *" 2.4-ws "* ]]; then
+	hack/containerd.sh install-ws
+	hack/containerd.sh test-patch
+fi
 for v in "${versions[@]}"; do
 	dir=$(mktemp -d /tmp/kubestream-containerd-XXXXXX)
 	trap 'hack/containerd.sh down "$dir"' EXIT
@@ -28,7 +31,7 @@ for v in "${versions[@]}"; do
 	# the node goes direct (the kubelet chain, make test-chain, covers it),
 	# so there only crictl's own WebSocket test runs.
 	run=()
-	[ "$v" != 2.4-ws ] || run=(-run '^TestCrictlWebSockets$')
+	[ "$v" != 2.4-ws ] || run=(-run '^(TestCrictlWebSockets|TestCrictlStdinIntoFile)$')
 	(source "$dir/env" && go test -tags containerd -count=1 -timeout 30m "${run[@]}" ./e2e/) || { tail -30 "$dir/containerd.log" >&2; exit 1; }
 	hack/containerd.sh down "$dir"
 	trap - EXIT

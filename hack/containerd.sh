@@ -3,9 +3,12 @@
 #
 #   hack/containerd.sh install            Debian packages (containerd 1.6, runc, busybox-static) and
 #                                         containerd v2.4.2 built from the Go module proxy (cached)
-#   hack/containerd.sh install-ws         containerd v2.4.2 with its CRI streaming server replaced by
-#                                         kubestream's cri/streaming (hack/containerd/service.go.patch),
-#                                         cached by version, patch and kubestream's source
+#   hack/containerd.sh install-ws         containerd v2.4.2 patched (hack/containerd/*.patch): its CRI
+#                                         streaming server replaced by kubestream's cri/streaming
+#                                         (service.go.patch), an exec's stdin no longer cut short when
+#                                         its stdout ends (exec_io.patch); cached by version, patches
+#                                         and kubestream's source
+#   hack/containerd.sh test-patch         the patches' own tests (go test in the patched containerd)
 #   hack/containerd.sh bin 2.4|2.4-ws|1.6 print where that build's binaries are
 #   hack/containerd.sh up 2.4|2.4-ws|1.6 DIR
 #                                         start a containerd whose every file lives under DIR;
@@ -27,7 +30,7 @@ log() { echo "containerd.sh: $*" >&2; }
 # build compiles in (the module's go.mod and go.sum, cri/streaming and what
 # it imports from the module).
 ws_key() {
-	(cd "$ROOT" && { cat hack/containerd/service.go.patch go.mod go.sum
+	(cd "$ROOT" && { cat hack/containerd/*.patch go.mod go.sum
 		# The module's packages cri/streaming imports, found by go list
 		# so a new import cannot be left out of the key.
 		pkgs=$(go list -deps -f '{{if .Module}}{{if eq .Module.Path "github.com/kubestream/kubestream"}}{{.Dir}}{{end}}{{end}}' ./cri/streaming | sed "s#^$ROOT/##")
@@ -39,16 +42,9 @@ install_ws() {
 	[ -x "$CONTAINERDWS_BIN/containerd" ] && return 0
 	install
 	log "building containerd $CONTAINERD2_VERSION with kubestream's streaming server (2-5 minutes)"
-	local src work=$CACHE/containerd-$CONTAINERD2_VERSION-kubestream-src
-	src=$(cd /tmp && go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD2_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-	[ -d "$src" ] || { log "containerd $CONTAINERD2_VERSION not downloaded"; exit 1; }
-	rm -rf "$work"
-	cp -r "$src" "$work"
-	chmod -R u+w "$work"
-	(cd "$work" && patch -p1 --quiet <"$ROOT/hack/containerd/service.go.patch" &&
-		go mod edit -require=github.com/kubestream/kubestream@v0.0.0-00010101000000-000000000000 \
-			-replace="github.com/kubestream/kubestream=$ROOT" &&
-		GOFLAGS=-mod=mod go build -trimpath -o "$work/_bin/containerd" ./cmd/containerd)
+	local work=$CACHE/containerd-$CONTAINERD2_VERSION-kubestream-src
+	patched_source "$work"
+	(cd "$work" && GOFLAGS=-mod=mod go build -trimpath -o "$work/_bin/containerd" ./cmd/containerd)
 	# Builds for other inputs are stale.
 	find "$CACHE" -maxdepth 1 -name "containerd-$CONTAINERD2_VERSION-kubestream-*" ! -name "*-src" -exec rm -rf {} +
 	mkdir -p "$CONTAINERDWS_BIN"
@@ -58,6 +54,32 @@ install_ws() {
 	ln -sf "$CONTAINERD2_BIN/containerd-shim-runc-v2" "$CONTAINERDWS_BIN/containerd-shim-runc-v2"
 	ln -sf "$CONTAINERD2_BIN/ctr" "$CONTAINERDWS_BIN/ctr"
 	rm -rf "$work"
+}
+
+# patched_source DIR: containerd's module source in DIR with every patch
+# of hack/containerd applied, kubestream's module replaced by this tree.
+patched_source() {
+	local src work=$1 p
+	src=$(cd /tmp && go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD2_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { log "containerd $CONTAINERD2_VERSION not downloaded"; exit 1; }
+	rm -rf "$work"
+	cp -r "$src" "$work"
+	chmod -R u+w "$work"
+	for p in "$ROOT"/hack/containerd/*.patch; do
+		(cd "$work" && patch -p1 --quiet <"$p") || { log "$(basename "$p") does not apply"; exit 1; }
+	done
+	(cd "$work" && go mod edit -require=github.com/kubestream/kubestream@v0.0.0-00010101000000-000000000000 \
+		-replace="github.com/kubestream/kubestream=$ROOT")
+}
+
+# The patches' own tests, as they would run upstream: exec_io.patch's in
+# internal/cri/io (each fails on stock containerd).
+test_patch() {
+	PATCH_SRC=$(mktemp -d /tmp/kubestream-containerd-src-XXXXXX)
+	trap 'rm -rf "$PATCH_SRC"' EXIT
+	patched_source "$PATCH_SRC"
+	log "the patches' own tests in containerd $CONTAINERD2_VERSION"
+	(cd "$PATCH_SRC" && GOFLAGS=-mod=mod go test -count=1 ./internal/cri/io/)
 }
 
 install() {
@@ -272,6 +294,7 @@ down() {
 case "${1:-}" in
 install) install ;;
 install-ws) install_ws ;;
+test-patch) test_patch ;;
 bin) bins_for "$2" ;;
 up) up "$2" "$3" ;;
 restart) restart "$2" ;;

@@ -76,6 +76,7 @@ func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, 
 		// Upstream's counter keeps counting what the kubelet's own
 		// translator and tunnel would have served.
 		WebSocketRequested: o.WebSocketRequested,
+		ShutdownMessage:    "the kubelet is stopping",
 	}
 	// 0 means no timeout for both.
 	cfg.Translator.IdleTimeout = kc.StreamingConnectionIdleTimeout.Duration
@@ -104,11 +105,26 @@ func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, 
 		return nil, fmt.Errorf("kubestream: %w", err)
 	}
 	cfg.Metrics.RegisterWith(legacyregistry.MustRegister)
+	// The kubelet's context ends when it is told to stop (SIGTERM,
+	// systemctl restart kubelet) and it exits right after: each session's
+	// client is told at once, in the time it leaves. The process's exit
+	// ends what the wait does not.
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			klog.FromContext(ctx).Info("Streaming sessions still ending as the kubelet stops", "err", err)
+		}
+	})
 	klog.FromContext(ctx).Info("kubestream serves exec, attach and port-forward",
 		"streamingConnectionIdleTimeout", cfg.Translator.IdleTimeout, "runtimeWebSocketStreaming", cfg.Direct.Mode,
 		"maxStreamingSessions", cfg.Limits.MaxSessions, "maxStreamingSessionsPerPod", cfg.Limits.MaxSessionsPerPod)
 	return streamingHandler{srv}, nil
 }
+
+// shutdownWait bounds the wait for sessions once the kubelet stops: it
+// exits without waiting for it, so this only bounds the goroutine.
+const shutdownWait = 5 * time.Second
 
 func auditLog(file *config.StreamingConfiguration) (audit.FileOptions, bool) {
 	if file == nil {

@@ -95,6 +95,10 @@ type Config struct {
 	WebSocketRequested func(subresource string)
 	// Limits bound concurrent streaming sessions (zero: none).
 	Limits Limits
+	// ShutdownMessage is what Shutdown tells each session's client (a
+	// kubelet: "the kubelet is stopping"); empty, that the node's
+	// streaming server is shutting down.
+	ShutdownMessage string
 	// RuntimeReady, when set, is /healthz's runtime check.
 	RuntimeReady func(context.Context) error
 }
@@ -117,7 +121,7 @@ type Server struct {
 	slots      *sessionSlots
 
 	baseCtx    context.Context // cancelled by Shutdown; ends every session
-	cancelBase context.CancelFunc
+	cancelBase context.CancelCauseFunc
 	sessions   sync.WaitGroup
 }
 

@@ -59,7 +59,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Translator = translator.DefaultConfig()
 	}
 	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct), slots: &sessionSlots{limits: cfg.Limits}}
-	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
 	pool := &sync.Pool{} // every session's write buffers (wire.NewUpgrader)
 	newUpgrader := func(protocol string) *websocket.Upgrader {
 		return wire.NewUpgrader(protocol, cfg.Translator.BufferSize, cfg.Translator.WriteTimeout, pool)
@@ -91,11 +91,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Shutdown ends every WebSocket session (clients get a status and a close
-// frame) and waits for them, or for ctx. Sessions passed through to the
-// runtime end with the http.Server that owns their connections.
+// Shutdown ends every WebSocket session (clients get a status saying
+// Config.ShutdownMessage, and a close frame) and waits for them, or for
+// ctx. Sessions passed through to the runtime end with the http.Server that
+// owns their connections.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.cancelBase()
+	s.cancelBase(translator.Stopping(s.cfg.ShutdownMessage))
 	done := make(chan struct{})
 	go func() {
 		s.sessions.Wait()

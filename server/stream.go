@@ -210,14 +210,15 @@ func spliceOutcome(via Route, sub string, res translator.SpliceResult) outcome {
 	return o
 }
 
-// sessionContext ties a session to the server's life, so Shutdown ends it.
+// sessionContext ties a session to the server's life, so Shutdown ends it
+// with its cause (what the client is told).
 func (s *Server) sessionContext(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(parent)
-	stop := context.AfterFunc(s.baseCtx, cancel)
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(s.baseCtx, func() { cancel(context.Cause(s.baseCtx)) })
 	s.sessions.Add(1)
 	return ctx, func() {
 		stop()
-		cancel()
+		cancel(nil)
 		s.sessions.Done()
 	}
 }

@@ -129,7 +129,7 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 	var nodeEnded atomic.Bool // set on the timer's or the context's goroutine
 	stop := context.AfterFunc(ctx, func() {
 		nodeEnded.Store(true)
-		s.abort(wire.InternalError("session cancelled: the node's streaming server is shutting down"))
+		s.abort(wire.InternalError("session cancelled: " + stopMessage(ctx)))
 	})
 	defer stop()
 	s.wc.StartKeepalive(func() { _ = s.rt.ping() /* a broken runtime leg ends its reader */ }, func() {

@@ -165,8 +165,9 @@ type spdyRelay struct {
 	// the node stops; framingLost once half a frame went to the client.
 	graceArmed, framingLost bool
 	// obs, when set, sees stdout and stderr (down copier) and stdin and
-	// resizes (up copier); outStreams (under mu) maps the output streams'
-	// IDs to their v5 channels, stdinID and resizeID are the up copier's.
+	// resizes (up copier); outStreams (under mu) maps the output streams
+	// the runtime has not ended to their v5 channels, stdinID and resizeID
+	// are the up copier's.
 	obs               Observer
 	outStreams        map[uint32]byte
 	stdinID, resizeID uint32
@@ -435,6 +436,7 @@ func (r *spdyRelay) down() error {
 				// every stream at the end): what it said there is all.
 				r.errClosed = true
 			}
+			delete(r.outStreams, ends) // its output is complete
 			r.mu.Unlock()
 			r.closeErrStream(ends)
 		}
@@ -579,6 +581,10 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	for id := range r.errStreams {
 		ids = append(ids, id)
 	}
+	outs := make([]uint32, 0, len(r.outStreams))
+	for id := range r.outStreams {
+		outs = append(outs, id)
+	}
 	stopping, upEnded := r.stopping, r.upEnded
 	r.mu.Unlock()
 	if len(ids) == 0 || upEnded || r.framingLost {
@@ -587,7 +593,7 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	var msg string
 	switch {
 	case stopping || ctx.Err() != nil:
-		msg = "session cut: the node's streaming server is shutting down"
+		msg = "session cut: " + stopMessage(ctx)
 	case downErr == nil:
 		msg = "session cut: the container runtime closed the connection before reporting the session's end"
 	default:
@@ -601,14 +607,28 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	for _, id := range ids {
-		frame := make([]byte, spdy.HeaderLen+len(payload))
-		copy(frame[spdy.HeaderLen:], payload)
-		binary.BigEndian.PutUint32(frame, id)
-		frame[4] = spdy.FlagFin
-		frame[5], frame[6], frame[7] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
-		if _, err := r.client.Write(frame); err != nil {
+		if r.writeFin(id, payload) != nil {
 			return
 		}
 		r.res.Lost++
 	}
+	// The output streams the runtime left open end too: client-go returns
+	// the error stream's words only once stdout and stderr have ended, and
+	// would otherwise wait for a connection the node keeps open for it.
+	for _, id := range outs {
+		if r.writeFin(id, nil) != nil {
+			return
+		}
+	}
+}
+
+// writeFin writes payload on stream id as its last data frame (under wmu).
+func (r *spdyRelay) writeFin(id uint32, payload []byte) error {
+	frame := make([]byte, spdy.HeaderLen+len(payload))
+	copy(frame[spdy.HeaderLen:], payload)
+	binary.BigEndian.PutUint32(frame, id)
+	frame[4] = spdy.FlagFin
+	frame[5], frame[6], frame[7] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	_, err := r.client.Write(frame)
+	return err
 }

@@ -289,7 +289,7 @@ func (s *splice) end(readErr error, stopPings func()) {
 	}
 	stopPings()
 	if readErr != nil && !s.f.sawClose {
-		msg := "session cancelled: the node's streaming server is shutting down"
+		msg := "session cancelled: " + stopMessage(s.ctx)
 		switch {
 		case s.idled.Load() && s.ctx.Err() == nil:
 			s.res.IdleTimeout = true

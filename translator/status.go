@@ -1,7 +1,9 @@
 package translator
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +32,32 @@ func ExitCode(st *metav1.Status) int {
 		}
 	}
 	return -1
+}
+
+// Stopping is the cause a server ends its sessions' contexts with when it
+// stops: the translator tells each client its message. Empty, the node's
+// streaming server is shutting down.
+func Stopping(message string) error {
+	if message == "" {
+		message = defaultStopMessage
+	}
+	return stopping(message)
+}
+
+type stopping string
+
+func (s stopping) Error() string { return string(s) }
+
+const defaultStopMessage = "the node's streaming server is shutting down"
+
+// stopMessage is what a client is told when ctx ended a session: the
+// Stopping cause it was ended with, or the default.
+func stopMessage(ctx context.Context) string {
+	var s stopping
+	if errors.As(context.Cause(ctx), &s) {
+		return string(s)
+	}
+	return defaultStopMessage
 }
 
 // parseRuntimeStatus decodes what a v4 runtime wrote on its error stream.

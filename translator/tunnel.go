@@ -52,7 +52,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 		wc.CloseWith(nil, websocket.CloseNormalClosure, "")
 	}()
 	stop := context.AfterFunc(ctx, func() {
-		wc.CloseWith(nil, websocket.CloseGoingAway, "node streaming server shutting down")
+		wc.CloseWith(nil, websocket.CloseGoingAway, stopMessage(ctx))
 		rt.Close()
 	})
 	defer stop()

@@ -42,6 +42,11 @@ func TestMain(m *testing.M) {
 			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			// The client's, not this package's: client-go's port-forward
+			// reads a connection's error stream into an unbuffered channel
+			// that nobody reads when creating the data stream fails (a
+			// forward stopped while a connection was being opened).
+			goleak.IgnoreTopFunction("k8s.io/client-go/tools/portforward.(*PortForwarder).handleConnection.func1"),
 		}
 		var err error
 		for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(200 * time.Millisecond) {

@@ -64,7 +64,10 @@ type ServeOptions struct {
 	// (no flag: the kubelet's is fixed at 90 s).
 	IdleConnectionTimeout time.Duration
 	// RequestReadTimeout bounds reading a whole request (no flag).
-	RequestReadTimeout         time.Duration
+	RequestReadTimeout time.Duration
+	// ShutdownMessage is what each session's client is told when the
+	// server stops (no flag: a kubelet says it is stopping).
+	ShutdownMessage            string
 	MaxStreamingSessions       int
 	MaxStreamingSessionsPerPod int
 	SessionRecordingDir        string
@@ -214,6 +217,7 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		StreamingVerbByMethod: o.StreamingVerbByMethod,
 		RuntimeReady:          client.Ready,
 		Limits:                server.Limits{MaxSessions: o.MaxStreamingSessions, MaxSessionsPerPod: o.MaxStreamingSessionsPerPod},
+		ShutdownMessage:       o.ShutdownMessage,
 	}
 	if cfg.Limits.MaxSessions == 0 {
 		cfg.Limits.MaxSessions = server.DefaultMaxSessions()
