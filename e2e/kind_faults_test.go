@@ -5,7 +5,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -77,11 +76,14 @@ func (ft *faultTable) String() string {
 }
 
 // kindFaults: what users have long reported of streaming on real nodes,
-// tried on each worker as a user would (issue 40). A pod's server resets
-// one forwarded connection; kubectl is killed mid-session (a laptop lid, a
-// dropped VPN); containerd restarts mid-exec. On ws and skew the
-// connection ends alone, no process outlives its session, and a cut
-// session never reads as success; stock's results are printed beside.
+// tried on each worker as a user would (issues 40 and 45). A pod's server
+// resets one forwarded connection; kubectl is killed mid-session (a laptop
+// lid, a dropped VPN); containerd restarts mid-exec; a file goes in by
+// `cat >`; a reader is slow; many execs run at once; kubectl cp both ways;
+// the kubelet restarts mid-exec. On ws and skew the connection ends alone,
+// no process outlives its session, no byte is lost, and a cut session
+// never reads as success (kind_bytes_test.go has the byte-keeping
+// cases); stock's results are printed beside.
 func kindFaults(t *testing.T, kc func(*testing.T) *controlPlane, nodes map[string]kindNode) {
 	ft := &faultTable{rows: map[string]map[string]string{}}
 	for _, flavour := range []string{"ws", "skew", "stock"} {
@@ -91,6 +93,11 @@ func kindFaults(t *testing.T, kc func(*testing.T) *controlPlane, nodes map[strin
 			faultPortForwardReset(t, cp, ft, flavour, pod)
 			faultKubectlKilled(t, cp, ft, flavour, pod)
 			faultRuntimeRestart(t, cp, ft, n, pod)
+			faultStdinIntoFile(t, cp, ft, flavour, pod)
+			faultSlowReader(t, cp, ft, flavour, pod)
+			faultConcurrentExecs(t, cp, ft, flavour, pod)
+			faultCopyBothWays(t, cp, ft, flavour, pod)
+			faultKubeletRestart(t, cp, ft, n, pod)
 		})
 	}
 	t.Logf("faults by worker:\n%s", ft)
@@ -194,19 +201,8 @@ func faultRuntimeRestart(t *testing.T, cp *controlPlane, ft *faultTable, n kindN
 		}
 	}()
 	nodeExec(t, n, "systemctl", "restart", "containerd")
-	werr := cmd.Wait()
-	code := 0
-	var exit *exec.ExitError
-	switch {
-	case errors.As(werr, &exit):
-		code = exit.ExitCode()
-	case werr != nil:
-		t.Fatalf("kubectl: %v", werr)
-	}
-	msg := strings.TrimSpace(stderr.String())
-	if i := strings.LastIndex(msg, "\n"); i >= 0 {
-		msg = msg[i+1:]
-	}
+	code := exitCode(t, cmd.Wait())
+	msg := lastLine(stderr.String())
 	outcome := fmt.Sprintf("exit %d: %q", code, msg)
 	ok := code != 0
 	if n.flavour == "ws" {
