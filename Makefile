@@ -20,7 +20,7 @@ GUARD = $(GO) run ./hack/tools/sysctls guard --
 build:
 	$(GO) build -o bin/kubestream ./cmd/kubestream
 
-## test: vet, format check, and the conformance suite under the race detector (client-go's real clients against kubestream serve).
+## test: vet, format check, the docs' references (lint), and the conformance suite under the race detector (client-go's real clients against kubestream serve).
 test: lint
 	$(GUARD) $(GO) test -race -count=1 -timeout 20m ./...
 
@@ -114,9 +114,11 @@ cross:
 	@for p in $(CROSS_KUBELET); do echo "cross: kubelet adapter $$p"; \
 		(cd kubelet && GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...) || exit 1; done
 
+## lint: go vet, gofmt, and docrefs: README.md and docs/*.md name no test, flag or file the tree lacks.
 lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) run ./hack/tools/docrefs
 
 clean:
 	rm -rf bin _output
