@@ -40,6 +40,16 @@ export GOFLAGS=-buildvcs=false
 
 log() { echo "upstream-e2e.sh: $*" >&2; }
 
+# at_exit runs its commands when the script exits, last added first.
+exits=()
+at_exit() { exits=("$1" "${exits[@]}"); }
+trap 'for c in "${exits[@]}"; do eval "$c"; done' EXIT
+
+# e2etmp is the TMPDIR of e2e.test and what it runs: its kubectl cases
+# leave files there (test-kuberc*, icc-override*, copy-foobar*; ~45 a run),
+# so it is a directory of the run's own, removed when the script exits.
+e2etmp=""
+
 # key is the hash of what the binaries are built from.
 key() { cat "$KUBE_MOD/go.mod" "$KUBE_MOD/go.sum" "$KUBE_MOD/tools/tools.go" | sha256sum | cut -c1-12; }
 bindir() { echo "$CACHE/upstream-e2e-$KUBE_VERSION-$(key)"; }
@@ -162,7 +172,7 @@ pass() {
 	[ -n "$FIRST_ONLY" ] && [ "$flavour" != "${FLAVOURS[0]}" ] && skip+=(--skip="$FIRST_ONLY")
 	log "pass $flavour: the cases on node $target"
 	local rc=0
-	KUBE_TEST_REPO_LIST=$OUT/repos.yaml "$bin/ginkgo" --procs="$PROCS" --timeout=40m --no-color \
+	TMPDIR=$e2etmp KUBE_TEST_REPO_LIST=$OUT/repos.yaml "$bin/ginkgo" --procs="$PROCS" --timeout=40m --no-color \
 		--junit-report="$OUT/$flavour/junit.xml" \
 		"${focus[@]}" "${skip[@]}" \
 		"$bin/e2e.test" -- \
@@ -181,6 +191,8 @@ run() {
 	build
 	images
 	rm -rf "$OUT" && mkdir -p "$OUT"
+	e2etmp=$(mktemp -d)
+	at_exit 'rm -rf "$e2etmp"'
 	repolist "$OUT/repos.yaml"
 	# The cases reach the apiserver on the control plane's address in the
 	# cluster's own network rather than its published port on loopback:
@@ -211,7 +223,7 @@ list() {
 # e2e runs the cases on a cluster made for them, or on the one the kind
 # stage left up (KIND_KEEP=1), and deletes it whatever the outcome.
 e2e() {
-	trap 'hack/kind.sh down >/dev/null 2>&1 || true' EXIT
+	at_exit 'hack/kind.sh down >/dev/null 2>&1 || true'
 	build
 	images
 	if ! kc get nodes >/dev/null 2>&1; then
