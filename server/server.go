@@ -10,8 +10,10 @@
 // (each route's legs) and admit.go (the route from the headers, the
 // session limits), session.go (its metrics and audit record, and finish,
 // every session's one wrap-up), config.go (Config and Server), request.go
-// (what was asked, the runtime's URL), audit.go and limits.go, then
-// protocol.go (the classifier), directcache.go and auth.go.
+// (what was asked, the runtime's URL), audit.go, metrics.go (the metrics,
+// in component-base's registry) and limits.go (the session limits) with
+// limits_unix.go and limits_other.go (the descriptor limit they default
+// from), then protocol.go (the classifier), directcache.go and auth.go.
 package server
 
 import (
