@@ -5,8 +5,9 @@
 // authorization; everything else is the stock kubelet. `hack/kube.sh
 // kubelet` builds this with the patch laid over hack/kube's copy of
 // k8s.io/kubernetes by go build -overlay. The modules for other versions
-// (hack/kube/kubelet-VERSION) link this file; what differs between versions
-// is in version.go (prepare).
+// build this one file: hack/kube/kubelet-VERSION/main.go is a symbolic link
+// to it (git mode 120000), not a copy; what differs between versions is in
+// version.go (prepare).
 package main
 
 import (
