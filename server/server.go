@@ -21,9 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
-	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -62,12 +60,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct), slots: &sessionSlots{limits: cfg.Limits}}
 	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
-	pool := &sync.Pool{} // every session's write buffers (wire.NewUpgrader)
-	newUpgrader := func(protocol string) *websocket.Upgrader {
-		return wire.NewUpgrader(protocol, cfg.Translator.BufferSize, cfg.Translator.WriteTimeout, pool)
-	}
-	s.rcUpgrader = newUpgrader(remotecommand.StreamProtocolV5Name)
-	s.pfUpgrader = newUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1)
+	s.rcUpgrader = wire.NewUpgrader(remotecommand.StreamProtocolV5Name, cfg.Translator.WriteTimeout)
+	s.pfUpgrader = wire.NewUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1, cfg.Translator.WriteTimeout)
 	mux := http.NewServeMux()
 	for _, p := range []string{"/exec/{namespace}/{pod}/{container}", "/exec/{namespace}/{pod}/{uid}/{container}"} {
 		mux.Handle(p, s.guard("proxy", streamHandler{s, Exec}))

@@ -18,6 +18,23 @@
 // loses nothing and older kubelets keep working. Leave ProtocolV5 or
 // ProtocolTunnel out of the Config's lists to serve only cri-streaming's.
 //
+// Reading order, each file before the files it uses: server.go (NewServer,
+// the CRI calls that issue the URLs, Start and Stop), route.go (the
+// server's state; an issued URL to its session: 404, v5 or the tunnel
+// served here, or cri-streaming's handler), v5.go (a v5 session: the
+// runtime's call, the end of the session), v5input.go (the client's stdin
+// and resizes to the process) and v5output.go (the process's output as
+// messages), portforward.go (a tunnel session: its start and its end),
+// tunnel.go (the tunnel's reader: SPDY frames, streams opened and reset),
+// forward.go (a forwarded connection: pairing its streams, the runtime's
+// call), stream.go (one SPDY stream: its inbox and its writes) and
+// msgstream.go (the client's messages as one byte stream), adapter.go
+// (cri-streaming's sessions: the runtime behind its handlers), backend.go
+// (what every session takes from its server: the runtime, the
+// configuration, the server's stop and its count of runtime calls), then
+// config.go (Config, and the types this package shares with cri-streaming),
+// metrics.go and tokens.go (the single-use URLs).
+//
 // # Goroutines
 //
 // A v5 session runs on the HTTP handler's goroutine, which reads the

@@ -213,7 +213,7 @@ func waitRunning(t *testing.T, ts *testServer) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s := ts.Server.(*server)
+	s := ts.Server.(*runtimeServer)
 	s.calls.mu.Lock()
 	got := s.calls.n
 	s.calls.mu.Unlock()

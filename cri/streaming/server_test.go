@@ -465,7 +465,7 @@ func TestTokens(t *testing.T) {
 			t.Fatalf("%s: %d, want 404", raw, resp.StatusCode)
 		}
 	}
-	srv := ts.Server.(*server)
+	srv := ts.Server.(*runtimeServer)
 	now := time.Now()
 	srv.tokens.now = func() time.Time { return now }
 	expired := ts.execURL(t, false, false, false, "lines", "1")

@@ -269,7 +269,7 @@ func FuzzTunnelClient(f *testing.F) {
 	cfg := DefaultConfig
 	cfg.StreamCreationTimeout = 50 * time.Millisecond
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &server{config: cfg, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
+		s := &backend{config: cfg, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -36,18 +35,17 @@ func (b Hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // NewUpgrader is the server side's WebSocket handshake for one protocol,
-// for the node and the runtime side alike: writes buffered up to a full copy
-// buffer of bufferSize plus the channel byte and a frame header, in one
-// frame, from pool (shared by a server's sessions, so an idle session holds
-// no write buffer), the handshake within timeout, and a refusal answered
-// with status and reason. Origins are not checked: the callers are an
-// apiserver relaying its client's handshake and a kubelet (or crictl)
-// dialling the URL it was just issued, authenticated, not browsers.
-func NewUpgrader(protocol string, bufferSize int, timeout time.Duration, pool *sync.Pool) *websocket.Upgrader {
+// for the node and the runtime side alike: the handshake within timeout,
+// and a refusal answered with status and reason. It sets no buffers:
+// gorilla does the handshake alone (Conn reads and writes the connection
+// after it), and with none set it writes its response through the HTTP
+// server's hijacked writer, so the handshake costs no buffer of its own.
+// Origins are not checked: the callers are an apiserver relaying its
+// client's handshake and a kubelet (or crictl) dialling the URL it was just
+// issued, authenticated, not browsers.
+func NewUpgrader(protocol string, timeout time.Duration) *websocket.Upgrader {
 	return &websocket.Upgrader{
 		HandshakeTimeout: timeout,
-		WriteBufferSize:  bufferSize + 16,
-		WriteBufferPool:  pool,
 		Subprotocols:     []string{protocol},
 		CheckOrigin:      func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
