@@ -305,7 +305,7 @@ func (s *rcSession) forward(f frame) error {
 	case s.errID:
 		err = s.readStatus(f.length)
 	default:
-		err = s.rt.discard(f.length)
+		err = s.rt.discard()
 	}
 	if f.flags&spdy.FlagFin != 0 {
 		delete(s.open, f.id)
@@ -382,7 +382,7 @@ func (s *rcSession) readStatus(n int) error {
 			return err
 		}
 	}
-	return s.rt.discard(n - max(keep, 0))
+	return s.rt.discard()
 }
 
 // readLoop carries the client's messages (wire.V5Reader decides what each
