@@ -32,7 +32,7 @@ test-short:
 FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
 	translator:FuzzFrameFollowers internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
-	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder \
+	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder internal/spdy:FuzzReader \
 	recording:FuzzPlainUntil
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)

@@ -98,7 +98,7 @@ func FuzzRuntimeFrames(f *testing.F) {
 			if fr.length <= len(buf) {
 				err = c.readPayload(buf[:fr.length])
 			} else {
-				err = c.discard(fr.length)
+				err = c.discard()
 			}
 			if err != nil {
 				return

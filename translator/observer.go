@@ -45,16 +45,11 @@ type clientFollower struct {
 }
 
 func (c *clientFollower) follow(b []byte) {
-	for len(b) > 0 {
-		h, header, payload, rest := c.next(b)
-		b = rest
-		switch {
-		case header:
-			c.key, c.pos = h.Key, 0
-		case c.obs != nil:
-			c.payload(payload)
+	c.each(b, func(h wire.Header) { c.key, c.pos = h.Key, 0 }, func(p []byte) {
+		if c.obs != nil {
+			c.payload(p)
 		}
-	}
+	})
 }
 
 func (c *clientFollower) payload(b []byte) {

@@ -43,6 +43,9 @@ type pfResets struct {
 	// The up copier's: the client's header stream, when pf reads it
 	// itself (the tunnel; the relay decodes for more than pf).
 	dec spdy.HeaderDecoder
+	// The down copier's: a held frame's payload, read here so that holding
+	// one allocates nothing.
+	scratch [pfSaidMax]byte
 
 	mu        sync.Mutex
 	byRequest map[string]*pfConn // the client's connections by request ID
@@ -135,6 +138,39 @@ func (p *pfResets) lost() {
 	defer p.mu.Unlock()
 	p.untracked = true
 	clear(p.byRequest)
+}
+
+// runtimeFrame gives pf one of the runtime's frames, its header h read and
+// its payload next in fr: words held on an error stream, their
+// replacement, or the runtime's reset of a stream the node reset. It
+// returns what goes to the client before the frame, and whether the frame
+// is handled: consumed here, out sent in its place. The down copier's.
+func (p *pfResets) runtimeFrame(fr *spdy.Reader, h spdy.Header) (out []byte, handled bool, err error) {
+	switch {
+	case !h.Control():
+		id := h.StreamID()
+		if handled, out = p.data(id, h.Length()); handled {
+			// A dropped stream's frame may be larger than the words held,
+			// but only its FIN matters: the rest is skipped.
+			payload := p.scratch[:min(h.Length(), len(p.scratch))]
+			if err := fr.ReadFull(payload); err != nil {
+				return nil, false, err
+			}
+			if err := fr.Skip(); err != nil {
+				return nil, false, err
+			}
+			out = p.said(id, payload, h.Fin())
+		}
+	case h.Type() == spdy.TypeRstStream:
+		if id := fr.Stream(); id != 0 {
+			if out, handled = p.runtimeReset(id); handled {
+				if err := fr.Skip(); err != nil {
+					return nil, false, err
+				}
+			}
+		}
+	}
+	return out, handled, nil
 }
 
 // data is what the down copier asks of each of the runtime's data frames

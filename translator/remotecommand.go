@@ -2,10 +2,8 @@ package translator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync/atomic"
 
@@ -138,36 +136,42 @@ func ServeRemoteCommand(ctx context.Context, ws *websocket.Conn, dial DialFunc, 
 		s.abort(wire.InternalError(fmt.Sprintf("session idle for %s, closed by the node", cfg.IdleTimeout)))
 	})
 
-	readErr := s.readLoop()
-	var pe *ProtocolError
-	switch {
-	case errors.As(readErr, &pe):
-		s.abort(wire.BadRequest(pe.Error()))
-		s.wc.Drain()
-		res.Err = readErr
-	case errors.Is(readErr, wire.ErrProtocol):
-		// The reader already sent close 1002; the runtime leg must end
-		// too, or a broken frame would hold it (and its process) open.
-		s.abort(nil)
-		s.wc.Drain()
-		res.Err = fmt.Errorf("client broke websocket framing: %w", readErr)
-	case errors.Is(readErr, websocket.ErrReadLimit):
-		// The reader already sent close 1009 to the client.
-		s.abort(nil)
-		s.wc.Drain()
-		res.Err = fmt.Errorf("client message larger than %d bytes: %w", cfg.MaxMessageSize, readErr)
-	case !s.wc.Closed():
-		// The client left (close frame, reset or silence) while the
-		// command still ran: stop the runtime side.
-		s.abort(nil)
-		res.Err = fmt.Errorf("client went away: %w", readErr)
-	}
+	res.Err = s.clientEnded(s.readLoop())
 	<-outputsDone
 	for i := range res.Bytes {
 		res.Bytes[i] = s.bytes[i].Load()
 	}
 	res.NodeEnded = nodeEnded.Load()
 	return res
+}
+
+// clientEnded ends the session once the client's side has (readErr,
+// readLoop's), and returns what the session's error is then.
+func (s *rcSession) clientEnded(readErr error) error {
+	var pe *ProtocolError
+	switch {
+	case errors.As(readErr, &pe):
+		s.abort(wire.BadRequest(pe.Error()))
+		s.wc.Drain()
+		return readErr
+	case errors.Is(readErr, wire.ErrProtocol):
+		// The reader already sent close 1002; the runtime leg must end
+		// too, or a broken frame would hold it (and its process) open.
+		s.abort(nil)
+		s.wc.Drain()
+		return fmt.Errorf("client broke websocket framing: %w", readErr)
+	case errors.Is(readErr, websocket.ErrReadLimit):
+		// The reader already sent close 1009 to the client.
+		s.abort(nil)
+		s.wc.Drain()
+		return fmt.Errorf("client message larger than %d bytes: %w", s.cfg.MaxMessageSize, readErr)
+	case !s.wc.Closed():
+		// The client left (close frame, reset or silence) while the
+		// command still ran: stop the runtime side.
+		s.abort(nil)
+		return fmt.Errorf("client went away: %w", readErr)
+	}
+	return nil
 }
 
 // abort ends the session from the client side of things: the client gets st
@@ -263,204 +267,4 @@ func (s *rcSession) createStreams() error {
 		}
 	}
 	return nil
-}
-
-// pumpOutputs reads the runtime connection until the runtime has closed
-// the error, stdout and stderr streams (or the connection), writing output
-// to the client as it comes, then forwards the runtime's status. One reader
-// keeps the runtime's frame order: every output byte is on the wire before
-// the status, and the client stops reading output once it has the status.
-func (s *rcSession) pumpOutputs() *metav1.Status {
-	for len(s.open) > 0 {
-		f, err := s.rt.next()
-		if err == nil {
-			err = s.forward(f)
-		}
-		if err != nil {
-			if !errors.Is(err, errGoAway) && !s.wc.Closed() {
-				s.logger.V(3).Info("Runtime connection ended", "err", err)
-			}
-			break
-		}
-	}
-	st, frame := parseRuntimeStatus(s.status)
-	if !s.wc.CloseWith(frame, websocket.CloseNormalClosure, "") {
-		return nil // the client side ended first; it has had its answer
-	}
-	return st
-}
-
-// forward acts on one frame from the runtime.
-func (s *rcSession) forward(f frame) error {
-	if f.control { // a reset: the runtime is done with that stream
-		delete(s.open, f.id)
-		return nil
-	}
-	var err error
-	switch f.id {
-	case s.stdoutID:
-		err = s.output(ChanStdout, f.id, f.length)
-	case s.stderrID:
-		err = s.output(ChanStderr, f.id, f.length)
-	case s.errID:
-		err = s.readStatus(f.length)
-	default:
-		err = s.rt.discard(f.length)
-	}
-	if f.flags&spdy.FlagFin != 0 {
-		delete(s.open, f.id)
-	}
-	return err
-}
-
-// output copies a data frame's payload to the client on channel ch, read
-// straight into a v5 frame behind the channel byte. Once the client cannot
-// take output the payload is still read, so the runtime never blocks on us.
-//
-// Frames of the same stream that have already arrived behind this one go
-// into the same message, up to BufferSize: a runtime cuts output as the
-// process wrote it (containerd: one SPDY frame per read of the container's
-// pipe, often a few KiB), and each message is a TLS record and a write
-// system call on the client leg, the dearest per-frame cost a node pays.
-// Only frames whose header is already staged are joined, so no output waits
-// for more to come.
-func (s *rcSession) output(ch byte, id uint32, length int) error {
-	if length == 0 {
-		return nil
-	}
-	// Room in front takes the message's frame header (WriteInPlace);
-	// spare room behind the payload lets the runtime reader take the next
-	// frame's header in the same read (see readPayload).
-	bp := wire.GetBuf(wire.Headroom + 1 + s.cfg.BufferSize + wire.ReadBufSize)
-	defer wire.PutBuf(bp)
-	msg := *bp
-	buf := msg[wire.Headroom:]
-	buf[0] = ch
-	for rem := length; rem > 0; {
-		n := min(rem, s.cfg.BufferSize)
-		if err := s.rt.readPayload(buf[1 : 1+n]); err != nil {
-			return err
-		}
-		rem -= n
-		for rem == 0 && n < s.cfg.BufferSize {
-			more, ok := s.rt.nextDataStaged(id, s.cfg.BufferSize-n)
-			if !ok {
-				break
-			}
-			if err := s.rt.readPayload(buf[1+n : 1+n+more]); err != nil {
-				return err
-			}
-			n += more
-		}
-		if !s.writing {
-			continue
-		}
-		if werr := s.wc.WriteInPlace(msg[:wire.Headroom+1+n]); werr != nil {
-			s.writing = false
-			if !errors.Is(werr, wire.ErrSessionClosed) {
-				// The client cannot take output: the session is over.
-				s.logger.V(3).Info("Writing to client failed", "channel", ch, "err", werr)
-				s.wc.CloseWith(nil, websocket.CloseGoingAway, "")
-				s.rt.Close()
-			}
-			continue
-		}
-		s.bytes[ch].Add(uint64(n))
-		if s.obs != nil {
-			s.obs.Output(ch, buf[1:1+n])
-		}
-	}
-	return nil
-}
-
-// readStatus appends error-stream data, keeping at most 64 KiB.
-func (s *rcSession) readStatus(n int) error {
-	keep := min(n, 64*1024-len(s.status))
-	if keep > 0 {
-		s.status = append(s.status, make([]byte, keep)...)
-		if err := s.rt.readPayload(s.status[len(s.status)-keep : len(s.status) : len(s.status)]); err != nil {
-			return err
-		}
-	}
-	return s.rt.discard(n - max(keep, 0))
-}
-
-// readLoop carries the client's messages (wire.V5Reader decides what each
-// asks) to the runtime until the client's side ends or breaks v5.
-func (s *rcSession) readLoop() error {
-	in := wire.NewV5Reader(s.wc, s.stdinID != 0, s.resizeID != 0)
-	for {
-		m, err := in.Next()
-		if err != nil {
-			return err
-		}
-		if err := s.carry(m); err != nil {
-			return err
-		}
-	}
-}
-
-// carry hands one client message to the runtime.
-func (s *rcSession) carry(m wire.V5Message) error {
-	switch {
-	case m.Stdin != nil:
-		// Room for a SPDY data frame header in front of the payload, so
-		// client bytes go to the runtime without a copy, and spare room
-		// behind a full message for the reader to read on into the next
-		// frame's header (one read syscall per message, not two).
-		bp := wire.GetBuf(spdy.HeaderLen + s.cfg.BufferSize + wire.ReadBufSize)
-		defer wire.PutBuf(bp)
-		return s.copyIn(m.Stdin, s.stdinID, *bp, ChanStdin)
-	case m.CloseStdin:
-		// A SPDY FIN: the runtime's process sees EOF on stdin.
-		if err := s.rt.finish(s.stdinID); err != nil {
-			s.logger.V(4).Info("Half-closing runtime stdin", "err", err)
-		}
-	case m.CloseResize:
-		_ = s.rt.finish(s.resizeID) // resizes are advisory: a runtime that cannot take the FIN loses nothing
-	default:
-		s.resize(m.Sizes, m.ResizeBytes)
-	}
-	return nil
-}
-
-func (s *rcSession) copyIn(r io.Reader, id uint32, buf []byte, ch byte) error {
-	for {
-		// Whole pieces (wire.ReadStdin): each write is a syscall and a
-		// SPDY frame.
-		n, end, err := wire.ReadStdin(r, buf[spdy.HeaderLen:])
-		if err != nil {
-			return err // the message was cut off (or broke): none of it goes on
-		}
-		if n > 0 {
-			if werr := s.rt.writeData(id, buf[:spdy.HeaderLen+n], false); werr != nil {
-				// The runtime stopped taking input (the process exited); the
-				// status will follow. Keep reading the client.
-				s.logger.V(4).Info("Runtime refused input", "channel", ch, "err", werr)
-			}
-			s.bytes[ch].Add(uint64(n))
-			if s.obs != nil {
-				s.obs.Input(buf[spdy.HeaderLen : spdy.HeaderLen+n])
-			}
-		}
-		if end {
-			return nil
-		}
-	}
-}
-
-// resize hands each size a client's resize message completed to the
-// runtime's resize stream.
-func (s *rcSession) resize(sizes []wire.TerminalSize, n int) {
-	s.bytes[ChanResize].Add(uint64(n))
-	for _, size := range sizes {
-		if s.obs != nil {
-			s.obs.Resize(size.Width, size.Height)
-		}
-		out, _ := json.Marshal(size)
-		frame := append(make([]byte, spdy.HeaderLen, spdy.HeaderLen+len(out)), out...)
-		if err := s.rt.writeData(s.resizeID, frame, false); err != nil {
-			s.logger.V(4).Info("Runtime refused resize", "err", err)
-		}
-	}
 }

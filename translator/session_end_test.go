@@ -48,18 +48,15 @@ func serveScripted(conn net.Conn, onData func(conn net.Conn, id uint32) bool) <-
 				log.err = err
 				return
 			}
-			n := int(h[5])<<16 | int(h[6])<<8 | int(h[7])
-			payload := make([]byte, n)
+			payload := make([]byte, spdy.Length(h[:]))
 			if _, err := io.ReadFull(conn, payload); err != nil {
 				log.err = err
 				return
 			}
-			if h[0]&spdy.ControlBit != 0 {
-				log.types[uint16(h[2])<<8|uint16(h[3])]++
-				if h[3] == spdy.TypeSynStream {
-					reply := []byte{spdy.ControlBit, spdy.Version, 0, spdy.TypeSynReply, 0, 0, 0, 4, 0, 0, 0, 0}
-					copy(reply[8:], payload[:4])
-					_, _ = conn.Write(reply)
+			if spdy.Control(h[:]) {
+				log.types[spdy.ControlType(h[:])]++
+				if spdy.ControlType(h[:]) == spdy.TypeSynStream {
+					_, _ = conn.Write(append(spdy.AppendControl(nil, spdy.TypeSynReply, 0, 4), payload[:4]...))
 				}
 				continue
 			}

@@ -22,18 +22,23 @@ import (
 type spdyConn struct {
 	conn net.Conn
 
-	rd wire.Stage // the read side (internal/wire/stage.go), the session's runtime reader's alone
+	// The read side, the session's runtime reader's alone: frames read
+	// through the stage (internal/wire/stage.go).
+	src stagedConn
+	fr  *spdy.Reader
 
 	wmu        sync.Mutex // one frame at a time on the wire
 	nextID     uint32     // client streams are odd
 	headerSent bool       // the zlib stream header went out with the first block
 	pingID     uint32
-	ctl        [32]byte             // scratch for control frames, under wmu
-	rbuf       [spdy.HeaderLen]byte // scratch of the single reader; a field so nothing escapes per frame
+	ctl        [32]byte // scratch for control frames, under wmu
+	rbuf       [4]byte  // scratch of the single reader; a field so nothing escapes per frame
 }
 
 func newSPDYConn(c net.Conn) *spdyConn {
-	return &spdyConn{conn: c, nextID: 1}
+	sc := &spdyConn{conn: c, nextID: 1, src: stagedConn{conn: c}}
+	sc.fr = spdy.NewReader(&sc.src)
+	return sc
 }
 
 // synStream opens a stream with one header pair and returns its ID. The
@@ -75,10 +80,7 @@ func (c *spdyConn) finish(id uint32) error {
 func (c *spdyConn) writeControl(typ byte, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	n := len(payload)
-	b := c.ctl[:spdy.HeaderLen+n]
-	copy(b, []byte{spdy.ControlBit, spdy.Version, 0, typ, 0, byte(n >> 16), byte(n >> 8), byte(n)})
-	copy(b[spdy.HeaderLen:], payload)
+	b := append(spdy.AppendControl(c.ctl[:0], uint16(typ), 0, len(payload)), payload...)
 	_, err := c.conn.Write(b)
 	return err
 }
@@ -95,7 +97,7 @@ func (c *spdyConn) ping() error {
 }
 
 // frame is one frame header as read; for data frames the payload is still
-// on the wire and must be consumed with readPayload or discard.
+// on the wire, for readPayload; what is left of it the next read skips.
 type frame struct {
 	control bool
 	typ     uint16
@@ -110,43 +112,40 @@ var errGoAway = errors.New("container runtime ended the SPDY session")
 // need an answer or carry nothing for the caller (PING, SETTINGS,
 // WINDOW_UPDATE, HEADERS) are handled here.
 func (c *spdyConn) next() (frame, error) {
-	h := c.rbuf[:]
 	for {
-		if err := c.readFull(h); err != nil {
+		h, err := c.fr.Next()
+		if err != nil {
 			return frame{}, err
 		}
-		f := frame{flags: h[4], length: spdy.Length(h)}
-		if h[0]&spdy.ControlBit == 0 {
-			f.id = spdy.StreamID(h)
+		f := frame{flags: h.Flags(), length: h.Length()}
+		if !h.Control() {
+			f.id = h.StreamID()
 			return f, nil
 		}
 		f.control = true
-		f.typ = spdy.ControlType(h)
+		f.typ = h.Type()
 		switch f.typ {
 		case spdy.TypeSynReply, spdy.TypeRstStream:
 			if f.length < 4 {
 				return f, fmt.Errorf("short SPDY control frame type %d", f.typ)
 			}
-			if err := c.readFull(h[:4]); err != nil {
-				return f, err
-			}
-			f.id = spdy.StreamID(h)
+			f.id = c.fr.Stream()
 			// The rest (the reply's compressed headers, the reset's
 			// status) is of no use to a client that never reads headers,
 			// so the decompressor's state need not be kept either.
-			if err := c.discard(f.length - 4); err != nil {
+			if err := c.fr.Skip(); err != nil {
 				return f, err
 			}
 			return f, nil
 		case spdy.TypeGoAway:
-			_ = c.discard(f.length) // the session ends either way: errGoAway says why
+			_ = c.fr.Skip() // the session ends either way: errGoAway says why
 			return f, errGoAway
 		case spdy.TypePing:
 			if f.length != 4 {
 				return f, fmt.Errorf("SPDY ping of %d bytes", f.length)
 			}
-			p := h[:4]
-			if err := c.readFull(p); err != nil {
+			p := c.rbuf[:]
+			if err := c.fr.ReadFull(p); err != nil {
 				return f, err
 			}
 			if binary.BigEndian.Uint32(p)%2 == 0 { // the runtime's ping: answer it
@@ -154,11 +153,9 @@ func (c *spdyConn) next() (frame, error) {
 					return f, err
 				}
 			}
-		default: // SETTINGS, WINDOW_UPDATE (spdystream does no flow control), HEADERS
-			if err := c.discard(f.length); err != nil {
-				return f, err
-			}
 		}
+		// SETTINGS, WINDOW_UPDATE (spdystream does no flow control),
+		// HEADERS: the next frame's read skips them.
 	}
 }
 
@@ -167,15 +164,15 @@ func (c *spdyConn) next() (frame, error) {
 // data frame on stream id, without FIN, of 1 to room bytes; its payload is
 // then the caller's to read. Otherwise it takes nothing.
 func (c *spdyConn) nextDataStaged(id uint32, room int) (int, bool) {
-	h := c.rd.Staged()
-	if len(h) < spdy.HeaderLen || spdy.Control(h) || spdy.StreamID(h) != id || h[4]&spdy.FlagFin != 0 {
+	h, ok := c.fr.Buffered()
+	if !ok || h.Control() || h.StreamID() != id || h.Fin() {
 		return 0, false
 	}
-	n := spdy.Length(h)
+	n := h.Length()
 	if n == 0 || n > room {
 		return 0, false
 	}
-	c.rd.Take(spdy.HeaderLen)
+	_, _ = c.fr.Next() // staged: it cannot fail
 	return n, true
 }
 
@@ -185,23 +182,38 @@ func (c *spdyConn) nextDataStaged(id uint32, room int) (int, bool) {
 // (spdystream writes it right behind the payload) comes in the same read
 // syscall instead of one of its own. Callers pass a full slice expression
 // when the room behind p is not theirs to spoil.
-func (c *spdyConn) readPayload(p []byte) error { return c.readFull(p) }
+func (c *spdyConn) readPayload(p []byte) error { return c.fr.ReadFull(p) }
 
-// readFull is io.ReadFull through the stage, with p's room up to cap(p)
-// open to a run-on read.
-func (c *spdyConn) readFull(p []byte) error {
-	want, room := len(p), p[:cap(p)]
-	for got := 0; got < want; {
-		m, err := c.rd.Read(c.conn, room[got:], want-got)
-		got += m
-		if err != nil && got < want {
-			return wire.EOFErr(got, err)
-		}
-	}
-	return nil
-}
-
-// discard skips n bytes of the stream.
-func (c *spdyConn) discard(n int) error { return c.rd.Skip(c.conn, n) }
+// discard skips the rest of the current frame.
+func (c *spdyConn) discard() error { return c.fr.Skip() }
 
 func (c *spdyConn) Close() error { return c.conn.Close() }
+
+// stagedConn is the runtime connection read through a wire.Stage, as the
+// spdy.Reader's source: a read runs on into the room behind p, up to
+// cap(p) (readPayload).
+type stagedConn struct {
+	conn net.Conn
+	st   wire.Stage
+}
+
+func (s *stagedConn) Read(p []byte) (int, error) {
+	return s.st.Read(s.conn, p[:cap(p)], len(p))
+}
+
+// Peek stages n bytes (at most wire.ReadBufSize).
+func (s *stagedConn) Peek(n int) ([]byte, error) {
+	if err := s.st.Fill(s.conn, n); err != nil {
+		return nil, err
+	}
+	return s.st.Staged()[:n], nil
+}
+
+func (s *stagedConn) Discard(n int) (int, error) {
+	if err := s.st.Skip(s.conn, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (s *stagedConn) Buffered() int { return len(s.st.Staged()) }

@@ -167,14 +167,14 @@ func TestSPDYConnReads(t *testing.T) {
 		off := 0
 		for i, o := range ops {
 			if o.skip {
-				if err := sc.discard(o.n); err != nil {
+				if _, err := sc.src.Discard(o.n); err != nil {
 					t.Fatalf("chunk %d op %d: discard: %v", chunk, i, err)
 				}
 				off += o.n
 				continue
 			}
 			buf := make([]byte, o.n+o.room)
-			if err := sc.readPayload(buf[:o.n]); err != nil {
+			if err := stagedReadFull(sc, buf[:o.n]); err != nil {
 				t.Fatalf("chunk %d op %d: %v", chunk, i, err)
 			}
 			if string(buf[:o.n]) != string(stream[off:off+o.n]) {
@@ -184,10 +184,10 @@ func TestSPDYConnReads(t *testing.T) {
 		}
 		// The rest, then a clean EOF.
 		rest := make([]byte, len(stream)-off)
-		if err := sc.readFull(rest); err != nil || string(rest) != string(stream[off:]) {
+		if err := stagedReadFull(sc, rest); err != nil || string(rest) != string(stream[off:]) {
 			t.Fatalf("chunk %d: rest: %v", chunk, err)
 		}
-		if err := sc.readFull(make([]byte, 1)); err != io.EOF {
+		if err := stagedReadFull(sc, make([]byte, 1)); err != io.EOF {
 			t.Fatalf("chunk %d: at the end got %v, want io.EOF", chunk, err)
 		}
 	}
@@ -195,19 +195,21 @@ func TestSPDYConnReads(t *testing.T) {
 	// A frame header, a 32 KiB payload and the next header, all arrived:
 	// two reads (stage the header, then payload plus the next header run
 	// on), and the next header comes from the stage.
-	c := &chunkConn{data: stream[:8+32768+8], chunk: 1 << 20}
+	frames := make([]byte, 8+32768+8)
+	spdy.PutDataHeader(frames, 1, 32768, false)
+	spdy.PutDataHeader(frames[8+32768:], 3, 100, false)
+	c := &chunkConn{data: frames, chunk: 1 << 20}
 	sc := newSPDYConn(c)
-	h := make([]byte, 8)
 	p := make([]byte, 32768, 32768+wire.ReadBufSize)
-	if err := sc.readFull(h); err != nil {
-		t.Fatal(err)
+	if f, err := sc.next(); err != nil || f.length != len(p) {
+		t.Fatalf("first frame %+v (%v)", f, err)
 	}
 	if err := sc.readPayload(p); err != nil {
 		t.Fatal(err)
 	}
 	before := c.reads
-	if err := sc.readFull(h); err != nil || string(h) != string(stream[8+32768:][:8]) {
-		t.Fatalf("next header: %q %v", h, err)
+	if f, err := sc.next(); err != nil || f.id != 3 || f.length != 100 {
+		t.Fatalf("next header: %+v %v", f, err)
 	}
 	if c.reads != before {
 		t.Errorf("the next header took a read of its own (%d reads)", c.reads)
@@ -215,11 +217,24 @@ func TestSPDYConnReads(t *testing.T) {
 
 	// The stream ends inside a read.
 	sc = newSPDYConn(&chunkConn{data: stream[:10], chunk: 4})
-	if err := sc.readFull(make([]byte, 12)); err != io.ErrUnexpectedEOF {
+	if err := stagedReadFull(sc, make([]byte, 12)); err != io.ErrUnexpectedEOF {
 		t.Errorf("short stream: got %v, want io.ErrUnexpectedEOF", err)
 	}
 	sc = newSPDYConn(&chunkConn{data: stream[:5000], chunk: 4096})
-	if err := sc.readFull(make([]byte, 6000)); err != io.ErrUnexpectedEOF {
+	if err := stagedReadFull(sc, make([]byte, 6000)); err != io.ErrUnexpectedEOF {
 		t.Errorf("short large read: got %v, want io.ErrUnexpectedEOF", err)
 	}
+}
+
+// stagedReadFull is io.ReadFull through the runtime reader's source, with
+// p's room up to cap(p) open to a run-on read.
+func stagedReadFull(sc *spdyConn, p []byte) error {
+	for got := 0; got < len(p); {
+		m, err := sc.src.Read(p[got:])
+		got += m
+		if err != nil && got < len(p) {
+			return wire.EOFErr(got, err)
+		}
+	}
+	return nil
 }

@@ -197,9 +197,9 @@ func (c *recordingConn) frameTypes() map[uint16]int {
 	defer c.mu.Unlock()
 	types := map[uint16]int{}
 	for b := c.got; len(b) >= spdy.HeaderLen; {
-		n := int(b[5])<<16 | int(b[6])<<8 | int(b[7])
-		if b[0]&spdy.ControlBit != 0 {
-			types[uint16(b[2])<<8|uint16(b[3])]++
+		n := spdy.Length(b)
+		if spdy.Control(b) {
+			types[spdy.ControlType(b)]++
 		} else {
 			types[0]++
 		}

@@ -112,33 +112,108 @@ func readServerFrames(r io.Reader) ([]wireFrame, error) {
 	br := bufio.NewReader(r)
 	var out []wireFrame
 	for {
-		var h [2]byte
-		if _, err := io.ReadFull(br, h[:]); err != nil {
+		f, err := readServerFrame(br)
+		if err != nil {
 			return out, err
 		}
-		n := int64(h[1] & 0x7f)
-		switch n {
-		case 126:
-			var l [2]byte
-			if _, err := io.ReadFull(br, l[:]); err != nil {
-				return out, err
-			}
-			n = int64(binary.BigEndian.Uint16(l[:]))
-		case 127:
-			var l [8]byte
-			if _, err := io.ReadFull(br, l[:]); err != nil {
-				return out, err
-			}
-			n = int64(binary.BigEndian.Uint64(l[:]))
-		}
-		p := make([]byte, n)
-		if _, err := io.ReadFull(br, p); err != nil {
-			return out, err
-		}
-		out = append(out, wireFrame{int(h[0] & 0x0f), p})
-		if int(h[0]&0x0f) == websocket.CloseMessage {
+		out = append(out, f)
+		if f.op == websocket.CloseMessage {
 			return out, nil
 		}
+	}
+}
+
+// readServerFrame parses one unmasked frame.
+func readServerFrame(br *bufio.Reader) (wireFrame, error) {
+	var h [2]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		return wireFrame{}, err
+	}
+	n := int64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var l [2]byte
+		if _, err := io.ReadFull(br, l[:]); err != nil {
+			return wireFrame{}, err
+		}
+		n = int64(binary.BigEndian.Uint16(l[:]))
+	case 127:
+		var l [8]byte
+		if _, err := io.ReadFull(br, l[:]); err != nil {
+			return wireFrame{}, err
+		}
+		n = int64(binary.BigEndian.Uint64(l[:]))
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(br, p); err != nil {
+		return wireFrame{}, err
+	}
+	return wireFrame{int(h[0] & 0x0f), p}, nil
+}
+
+// TestSpliceKeepaliveMidFrame: a runtime that sends half a frame and
+// stalls holds up neither the node's pings to the client (v5) nor its
+// pongs to the client's pings (legacy), and the frame still reaches the
+// client whole, with no ping inside it, once the runtime sends the rest.
+func TestSpliceKeepaliveMidFrame(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, proto := range []string{remotecommand.StreamProtocolV5Name, remotecommand.StreamProtocolV4Name} {
+		t.Run(proto, func(t *testing.T) {
+			clientApp, clientConn := tcpPair(t)
+			rtConn, runtimeApp := tcpPair(t)
+			cfg := DefaultConfig()
+			cfg.PingPeriod = 50 * time.Millisecond
+			done := make(chan SpliceResult, 1)
+			go func() { done <- Splice(context.Background(), clientConn, rtConn, proto, cfg, nil) }()
+			defer func() {
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Error("Splice did not return")
+				}
+			}()
+			defer clientApp.Close()
+			defer runtimeApp.Close()
+
+			out := wire.ServerFrame(nil, websocket.BinaryMessage, append([]byte{ChanStdout}, bytes.Repeat([]byte("x"), 1000)...))
+			if _, err := runtimeApp.Write(out[:300]); err != nil {
+				t.Fatal(err)
+			}
+			want := websocket.PingMessage
+			if proto == remotecommand.StreamProtocolV4Name {
+				want = websocket.PongMessage
+				time.Sleep(50 * time.Millisecond) // the half frame is in
+				if _, err := clientApp.Write(wiretest.MaskedFrame(true, websocket.PingMessage, []byte("hi"))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			br := bufio.NewReader(clientApp)
+			_ = clientApp.SetReadDeadline(time.Now().Add(20 * cfg.PingPeriod))
+			for {
+				f, err := readServerFrame(br)
+				if err != nil {
+					t.Fatalf("waiting for opcode %d with the runtime stalled mid-frame: %v", want, err)
+				}
+				if f.op == want {
+					break
+				}
+			}
+			if _, err := runtimeApp.Write(out[300:]); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				f, err := readServerFrame(br)
+				if err != nil {
+					t.Fatalf("waiting for the output: %v", err)
+				}
+				if f.op == websocket.BinaryMessage {
+					if !bytes.Equal(f.payload, out[4:]) {
+						t.Fatalf("output of %d bytes, want %d", len(f.payload), len(out)-4)
+					}
+					break
+				}
+			}
+		})
 	}
 }
 

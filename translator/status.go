@@ -60,6 +60,10 @@ func stopMessage(ctx context.Context) string {
 	return defaultStopMessage
 }
 
+// runtimeEndedMsg is what a client is told when the runtime's connection
+// ended before the session's status.
+const runtimeEndedMsg = "the container runtime ended the session without reporting its exit status"
+
 // parseRuntimeStatus decodes what a v4 runtime wrote on its error stream.
 // The runtime's JSON is forwarded verbatim when it is a valid Status, so the
 // client sees exactly the message the runtime wrote.

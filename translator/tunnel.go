@@ -153,96 +153,99 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (up uint64, 
 // call and a TCP segment on the client leg); none waits for more to come.
 // msg[:Headroom] takes each message's frame header (wire.Conn.WriteInPlace).
 func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, error) {
-	buf := msg[wire.Headroom:]
-	br := bufio.NewReaderSize(rt, wire.ReadBufSize)
-	var total uint64
-	fill := 0
-	flush := func() error {
-		if fill == 0 {
-			return nil
+	m := &tunnelMsg{wc: wc, msg: msg}
+	fr := spdy.NewReader(bufio.NewReaderSize(rt, wire.ReadBufSize))
+	for {
+		if _, ok := fr.Buffered(); m.fill > 0 && !ok {
+			if err := m.flush(); err != nil {
+				return m.total, err
+			}
 		}
-		if err := wc.WriteInPlace(msg[:wire.Headroom+fill]); err != nil {
+		h, err := fr.Next()
+		if err != nil {
+			return m.total, m.flush() // the runtime ended the SPDY session
+		}
+		before, handled, err := pf.runtimeFrame(fr, h)
+		if err != nil {
+			return m.total, m.flush()
+		}
+		if err := m.put(before); err != nil {
+			return m.total, err
+		}
+		if handled {
+			continue
+		}
+		if err := m.put(h[:]); err != nil {
+			return m.total, err
+		}
+		rerr, werr := m.copyPayload(fr)
+		if werr != nil {
+			return m.total, werr
+		}
+		if rerr != nil {
+			return m.total, m.flush()
+		}
+	}
+}
+
+// tunnelMsg is the message tunnelDown fills: the runtime's frames and the
+// node's own (pf's), until a flush sends it.
+type tunnelMsg struct {
+	wc    *wire.Conn
+	msg   []byte // msg[:wire.Headroom] takes the message's frame header
+	fill  int    // bytes in msg[wire.Headroom:]
+	total uint64 // bytes sent
+}
+
+func (m *tunnelMsg) flush() error {
+	if m.fill == 0 {
+		return nil
+	}
+	if err := m.wc.WriteInPlace(m.msg[:wire.Headroom+m.fill]); err != nil {
+		return err
+	}
+	m.total += uint64(m.fill)
+	m.fill = 0
+	return nil
+}
+
+// room is the message's free room, after a flush when it has none.
+func (m *tunnelMsg) room() ([]byte, error) {
+	if wire.Headroom+m.fill == len(m.msg) {
+		if err := m.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return m.msg[wire.Headroom+m.fill:], nil
+}
+
+// put adds out to the message.
+func (m *tunnelMsg) put(out []byte) error {
+	for len(out) > 0 {
+		room, err := m.room()
+		if err != nil {
 			return err
 		}
-		total += uint64(fill)
-		fill = 0
-		return nil
+		k := copy(room, out)
+		m.fill += k
+		out = out[k:]
 	}
-	// put adds the node's own frames (pf's) to the message.
-	put := func(out []byte) error {
-		for len(out) > 0 {
-			if fill == len(buf) {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			k := copy(buf[fill:], out)
-			fill += k
-			out = out[k:]
+	return nil
+}
+
+// copyPayload adds the rest of fr's frame to the message: rerr is why the
+// runtime's side ended inside it, werr why the client's did.
+func (m *tunnelMsg) copyPayload(fr *spdy.Reader) (rerr, werr error) {
+	for fr.Remaining() > 0 {
+		room, err := m.room()
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	}
-	var h [spdy.HeaderLen]byte
-	var payload [pfSaidMax]byte
-	for {
-		if fill > 0 && br.Buffered() < spdy.HeaderLen {
-			if err := flush(); err != nil {
-				return total, err
-			}
-		}
-		if _, err := io.ReadFull(br, h[:]); err != nil {
-			return total, flush() // the runtime ended the SPDY session
-		}
-		n := spdy.Length(h[:])
-		id, data := spdy.StreamID(h[:]), !spdy.Control(h[:])
-		var ends uint32 // the stream a control frame ends
-		if !data && spdy.ControlType(h[:]) == spdy.TypeRstStream {
-			if p, err := br.Peek(4); err == nil && n >= 4 {
-				ends = spdy.StreamID(p)
-			}
-		}
-		switch {
-		case data:
-			hold, before := pf.data(id, n)
-			if hold {
-				if _, err := io.ReadFull(br, payload[:n]); err != nil {
-					return total, flush()
-				}
-				if err := put(pf.said(id, payload[:n], h[4]&spdy.FlagFin != 0)); err != nil {
-					return total, err
-				}
-				continue
-			}
-			if err := put(before); err != nil {
-				return total, err
-			}
-		case ends != 0:
-			before, drop := pf.runtimeReset(ends)
-			if drop { // the runtime's own reset of a stream the node reset
-				if _, err := br.Discard(n); err != nil {
-					return total, flush()
-				}
-				continue
-			}
-			if err := put(before); err != nil {
-				return total, err
-			}
-		}
-		if err := put(h[:]); err != nil {
-			return total, err
-		}
-		for n > 0 {
-			if fill == len(buf) {
-				if err := flush(); err != nil {
-					return total, err
-				}
-			}
-			k, err := br.Read(buf[fill:min(len(buf), fill+n)])
-			fill += k
-			n -= k
-			if err != nil {
-				return total, flush()
-			}
+		k, err := fr.Read(room)
+		m.fill += k
+		if err != nil {
+			return err, nil
 		}
 	}
+	return nil, nil
 }

@@ -1,7 +1,8 @@
 // Package spdy is the SPDY/3.1 framing (draft-mbelshe-httpbis-spdy-00 §2)
 // that kubestream reads and writes itself: the frame layout, the header
 // blocks (written as stored deflate blocks, read through compress/zlib with
-// the protocol's dictionary), and a follower of frame boundaries. The
+// the protocol's dictionary), a reader of frames (Reader) and a follower
+// of frame boundaries in bytes passed on as they come (Boundary). The
 // translator's runtime-leg client and relay and the runtime side's tunnel
 // server share it.
 //

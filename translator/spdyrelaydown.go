@@ -1,0 +1,197 @@
+package translator
+
+import (
+	"bufio"
+	"io"
+	"time"
+
+	"github.com/kubestream/kubestream/internal/spdy"
+	"github.com/kubestream/kubestream/internal/wire"
+)
+
+// down copies the runtime's frames to the client, following which error
+// streams the runtime closes. It returns nil when the runtime closed the
+// connection, else why its side ended.
+func (r *spdyRelay) down() error {
+	fr := spdy.NewReader(bufio.NewReaderSize(r.rt, wire.ReadBufSize))
+	for {
+		h, err := fr.Next()
+		if err != nil {
+			// Between frames a stopping node ends the session at once;
+			// inside one (a cut header) the framing is lost either way.
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		ends := frameEnds(fr, h)
+		if r.pf != nil {
+			handled, err := r.pfFrame(fr, h)
+			if err != nil {
+				return err
+			}
+			if handled {
+				if ends != 0 {
+					r.closeErrStream(ends)
+				}
+				continue
+			}
+		}
+		if err := r.downFrame(fr, h); err != nil {
+			return err
+		}
+		if ends != 0 {
+			r.streamEnded(ends)
+		}
+	}
+}
+
+// frameEnds is the stream one of the runtime's frames ends, 0 for none: a
+// data frame's with FIN; a RST_STREAM's, and a SYN_REPLY's with FIN, which
+// carry it first in the payload, read (peeked) before the frame goes out.
+func frameEnds(fr *spdy.Reader, h spdy.Header) uint32 {
+	switch {
+	case !h.Control() && h.Fin():
+		return h.StreamID()
+	case h.Control() && (h.Type() == spdy.TypeRstStream || h.Type() == spdy.TypeSynReply && h.Fin()):
+		return fr.Stream()
+	}
+	return 0
+}
+
+// downFrame passes one of the runtime's frames on to the client whole,
+// under wmu, showing the observer its output and keeping its status.
+func (r *spdyRelay) downFrame(fr *spdy.Reader, h spdy.Header) error {
+	bp := wire.GetBuf(spdy.HeaderLen + r.cfg.BufferSize)
+	defer wire.PutBuf(bp)
+	data := !h.Control()
+	r.wmu.Lock()
+	var seen func([]byte)
+	if data {
+		seen = r.outputSeen(h.StreamID())
+	}
+	wrote, err := r.copyFrame(r.client, fr, h, *bp, &r.res.BytesDown, r.graceForFrame, seen)
+	r.wmu.Unlock()
+	if err != nil {
+		if wrote {
+			// Half a frame went out: nothing more can be framed after it.
+			r.framingLost = true
+		}
+		return err
+	}
+	if r.jsonStatus && data && h.Length() > 0 {
+		r.keepStatus(h.StreamID(), (*bp)[spdy.HeaderLen:], h.Length())
+	}
+	return nil
+}
+
+// streamEnded notes the end of a stream the runtime finished or reset.
+func (r *spdyRelay) streamEnded(id uint32) {
+	r.mu.Lock()
+	if r.errStreams[id] {
+		// Finished or reset by the runtime (cri-streaming resets every
+		// stream at the end): what it said there is all.
+		r.errClosed = true
+	}
+	delete(r.outStreams, id) // its output is complete
+	r.mu.Unlock()
+	r.closeErrStream(id)
+}
+
+func (r *spdyRelay) closeErrStream(id uint32) {
+	r.mu.Lock()
+	delete(r.errStreams, id)
+	r.mu.Unlock()
+}
+
+// pfFrame gives one of the runtime's port-forward frames to r.pf
+// (pfResets.runtimeFrame) and sends what must precede it, or replace it.
+// It reports whether the frame was handled; if not, the frame goes on.
+func (r *spdyRelay) pfFrame(fr *spdy.Reader, h spdy.Header) (bool, error) {
+	out, handled, err := r.pf.runtimeFrame(fr, h)
+	if err != nil || len(out) == 0 {
+		return handled, err
+	}
+	r.wmu.Lock()
+	_, err = r.client.Write(out)
+	r.wmu.Unlock()
+	r.res.BytesDown += uint64(len(out))
+	return handled, err
+}
+
+// graceForFrame lets the frame in flight finish when the node stops
+// mid-frame (the wake-up deadline hit it): cutting it would leave the
+// client unable to read the status that follows. It reports whether to
+// read on.
+func (r *spdyRelay) graceForFrame(err error) bool {
+	r.mu.Lock()
+	stopping := r.stopping
+	r.mu.Unlock()
+	if !stopping || r.graceArmed || !wire.IsTimeout(err) {
+		return false
+	}
+	r.graceArmed = true
+	_ = r.rt.SetReadDeadline(time.Now().Add(r.cfg.CloseGrace)) // fails only once closed; its I/O then says why
+	return true
+}
+
+// copyFrame copies one frame: header h, then its payload from fr, through
+// buf, header and first payload bytes in one write; seen, if set, is shown
+// each piece of the payload once it is written. retry, if set, may let a
+// read that failed go on. wrote reports whether any of it went out.
+func (r *spdyRelay) copyFrame(dst io.Writer, fr *spdy.Reader, h spdy.Header, buf []byte, count *uint64, retry func(error) bool, seen func([]byte)) (wrote bool, err error) {
+	fill := copy(buf, h[:])
+	for {
+		k := min(fr.Remaining(), len(buf)-fill)
+		for got := 0; got < k; {
+			m, err := fr.Read(buf[fill+got : fill+k])
+			got += m
+			if err != nil && got < k && (retry == nil || !retry(err)) {
+				return wrote, err
+			}
+		}
+		wrote = true
+		if _, err := dst.Write(buf[:fill+k]); err != nil {
+			return wrote, err
+		}
+		if seen != nil && k > 0 {
+			seen(buf[fill : fill+k])
+		}
+		*count += uint64(fill + k)
+		if fr.Remaining() == 0 {
+			return wrote, nil
+		}
+		fill = 0
+	}
+}
+
+// outputSeen is what the down copier shows the observer of a data frame on
+// stream id: stdout and stderr, nothing else (nil).
+func (r *spdyRelay) outputSeen(id uint32) func([]byte) {
+	if r.obs == nil {
+		return nil
+	}
+	r.mu.Lock()
+	ch, ok := r.outStreams[id]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return func(p []byte) { r.obs.Output(ch, p) }
+}
+
+// keepStatus keeps a data frame's payload when it is on an error stream
+// (down copier only). A frame larger than the copy buffer was copied in
+// pieces and is not kept; neither is a status over statusMax.
+func (r *spdyRelay) keepStatus(id uint32, payload []byte, n int) {
+	if n > len(payload) {
+		return
+	}
+	r.mu.Lock()
+	isErr := r.errStreams[id]
+	r.mu.Unlock()
+	if !isErr || len(r.status)+n > statusMax {
+		return
+	}
+	r.status = append(r.status, payload[:n]...)
+}
