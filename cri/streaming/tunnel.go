@@ -1,10 +1,10 @@
 package streaming
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"sync"
 	"time"
 
@@ -35,11 +35,11 @@ type pfTunnel struct {
 	logger  klog.Logger
 	ctx     context.Context
 
-	// The reader's alone.
-	in     msgStream
+	// The reader's alone: the client's frames, read through the one SPDY
+	// frame reader (internal/spdy) over its messages as one byte stream.
+	in     *spdy.Reader
 	dec    spdy.HeaderDecoder
 	lastID uint32 // the highest stream ID the client opened
-	hdr    [spdy.HeaderLen]byte
 	ctl    []byte // control frame payloads, grown to the largest seen (≤ maxControlFrame)
 
 	// wmu orders frames carrying header blocks: the reply header stream is
@@ -56,8 +56,8 @@ type pfTunnel struct {
 }
 
 func newTunnel(ctx context.Context, s *backend, wc *wire.Conn, sandbox string, logger klog.Logger) *pfTunnel {
-	t := &pfTunnel{s: s, wc: wc, in: msgStream{wc: wc}, sandbox: sandbox, logger: logger, ctx: ctx,
-		streams: map[uint32]*pfStream{}}
+	t := &pfTunnel{s: s, wc: wc, in: spdy.NewReader(bufio.NewReaderSize(&msgStream{wc: wc}, wire.ReadBufSize)),
+		sandbox: sandbox, logger: logger, ctx: ctx, streams: map[uint32]*pfStream{}}
 	t.pairs = pairs{pending: map[string]*streamPair{}, timeout: s.config.StreamCreationTimeout, drop: t.drop}
 	return t
 }
@@ -65,28 +65,25 @@ func newTunnel(ctx context.Context, s *backend, wc *wire.Conn, sandbox string, l
 // read reads the client's frames until it ends the session, vanishes or
 // breaks the protocol.
 func (t *pfTunnel) read() error {
-	h := t.hdr[:]
 	for {
-		if _, err := io.ReadFull(&t.in, h); err != nil {
+		h, err := t.in.Next()
+		if err != nil {
 			return err
 		}
-		n := spdy.Length(h)
-		if !spdy.Control(h) {
-			if err := t.data(spdy.StreamID(h), n, h[4]&spdy.FlagFin != 0); err != nil {
+		n := h.Length()
+		if !h.Control() {
+			if err := t.data(h.StreamID(), n, h.Fin()); err != nil {
 				return err
 			}
 			continue
 		}
 		if h[0] != spdy.ControlBit || h[1] != spdy.Version {
-			return tunnelErrf("SPDY version %d", binary.BigEndian.Uint16(h)&0x7fff)
+			return tunnelErrf("SPDY version %d", binary.BigEndian.Uint16(h[:])&0x7fff)
 		}
-		typ := spdy.ControlType(h)
+		typ := h.Type()
 		switch typ {
 		case spdy.TypeSynStream, spdy.TypeRstStream, spdy.TypePing, spdy.TypeGoAway:
-		default: // SETTINGS, WINDOW_UPDATE (spdystream does no flow control), HEADERS
-			if _, err := io.CopyN(io.Discard, &t.in, int64(n)); err != nil {
-				return wire.EOFErr(0, err)
-			}
+		default: // SETTINGS, WINDOW_UPDATE (spdystream does no flow control), HEADERS: the next Next skips them
 			continue
 		}
 		if n > maxControlFrame {
@@ -96,13 +93,12 @@ func (t *pfTunnel) read() error {
 			t.ctl = make([]byte, n)
 		}
 		p := t.ctl[:n]
-		if _, err := io.ReadFull(&t.in, p); err != nil {
+		if err := t.in.ReadFull(p); err != nil {
 			return err
 		}
-		var err error
 		switch typ {
 		case spdy.TypeSynStream:
-			err = t.open(p, h[4])
+			err = t.open(p, h.Flags())
 		case spdy.TypeRstStream:
 			if n != 8 {
 				return tunnelErrf("RST_STREAM of %d bytes", n)
@@ -180,8 +176,8 @@ func (t *pfTunnel) data(id uint32, n int, fin bool) error {
 		defer wire.PutBuf(bp)
 		for n > 0 {
 			k := min(n, maxDataChunk)
-			if _, err := io.ReadFull(&t.in, (*bp)[:k]); err != nil {
-				return wire.EOFErr(0, err)
+			if err := t.in.ReadFull((*bp)[:k]); err != nil {
+				return err
 			}
 			n -= k
 			if st != nil && st.push((*bp)[:k], t.stallLimit()) {
