@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -45,7 +46,42 @@ type Options struct {
 	// (servermetrics.IncWebSocketStreamingRequest, from v1.36; a v1.35
 	// kubelet has none).
 	WebSocketRequested func(subresource string)
+	// Stopper, when set, gets the server built, so that the kubelet's
+	// main can end its sessions before the process exits.
+	Stopper *Stopper
 }
+
+// Stopper ends kubestream's sessions when the kubelet stops. The kubelet
+// returns from its command as soon as its context ends (SIGTERM,
+// systemctl restart kubelet) and its main exits right after: a session
+// still writing its status then is cut, and its client reads a bare
+// connection loss (close 1006). The kubelet's main calls Stop between the
+// two, so each client is told the kubelet is stopping.
+type Stopper struct {
+	mu  sync.Mutex
+	srv *server.Server
+}
+
+// Stop ends every session with the kubelet's reason and waits for them,
+// at most d. Without a server (the kubelet never built one) it returns at
+// once.
+func (s *Stopper) Stop(d time.Duration) {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		klog.Background().Info("Streaming sessions still open as the kubelet exits", "err", err)
+	}
+}
+
+// StopWait bounds the kubelet main's wait for its sessions (Stopper.Stop):
+// a session ends with its status, a close frame and the peer's close.
+const StopWait = 5 * time.Second
 
 // Hook is the kubelet's NewStreamingHandler hook.
 func Hook(o Options) func(context.Context, kubeletserver.HostInterface, kubeletserver.AuthInterface, *kubeletconfig.KubeletConfiguration) (http.Handler, error) {
@@ -105,26 +141,22 @@ func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, 
 		return nil, fmt.Errorf("kubestream: %w", err)
 	}
 	cfg.Metrics.RegisterWith(legacyregistry.MustRegister)
-	// The kubelet's context ends when it is told to stop (SIGTERM,
-	// systemctl restart kubelet) and it exits right after: each session's
-	// client is told at once, in the time it leaves. The process's exit
-	// ends what the wait does not.
-	context.AfterFunc(ctx, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			klog.FromContext(ctx).Info("Streaming sessions still ending as the kubelet stops", "err", err)
-		}
-	})
+	// The kubelet's context ends when it is told to stop: each session's
+	// client is told at once, and the kubelet's main waits for them
+	// (Stopper) before it exits.
+	stopper := o.Stopper
+	if stopper == nil {
+		stopper = &Stopper{}
+	}
+	stopper.mu.Lock()
+	stopper.srv = srv
+	stopper.mu.Unlock()
+	context.AfterFunc(ctx, func() { stopper.Stop(StopWait) })
 	klog.FromContext(ctx).Info("kubestream serves exec, attach and port-forward",
 		"streamingConnectionIdleTimeout", cfg.Translator.IdleTimeout, "runtimeWebSocketStreaming", cfg.Direct.Mode,
 		"maxStreamingSessions", cfg.Limits.MaxSessions, "maxStreamingSessionsPerPod", cfg.Limits.MaxSessionsPerPod)
 	return streamingHandler{srv}, nil
 }
-
-// shutdownWait bounds the wait for sessions once the kubelet stops: it
-// exits without waiting for it, so this only bounds the goroutine.
-const shutdownWait = 5 * time.Second
 
 func auditLog(file *config.StreamingConfiguration) (audit.FileOptions, bool) {
 	if file == nil {

@@ -45,8 +45,13 @@ func main() {
 		os.Exit(1)
 	}
 	opts.File = file
+	opts.Stopper = &kubeletadapter.Stopper{}
 	kubeletserver.NewStreamingHandler = kubeletadapter.Hook(opts)
 	cmd := app.NewKubeletCommand(context.Background())
 	cmd.SetArgs(args)
-	os.Exit(cli.Run(cmd))
+	code := cli.Run(cmd)
+	// The kubelet has returned (told to stop, or failed): its streaming
+	// sessions are told why before the process ends them.
+	opts.Stopper.Stop(kubeletadapter.StopWait)
+	os.Exit(code)
 }
