@@ -120,11 +120,14 @@ func FuzzSPDYRelay(f *testing.F) {
 		r := &spdyRelay{cfg: &cfg, jsonStatus: true, errStreams: map[uint32]bool{}}
 		if up {
 			r.client, r.rt = &loopConn{Src: data}, &loopConn{}
+			r.cw.conn = r.client
 			r.up()
 			return
 		}
 		r.client, r.rt = &loopConn{}, &loopConn{Src: data}
+		r.cw.conn = r.client
 		err := r.down()
+		r.cw.downEnded()
 		r.tellLost(context.Background(), err)
 	})
 }

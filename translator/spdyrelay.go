@@ -53,6 +53,7 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 	r := &spdyRelay{
 		client:     client,
 		rt:         rt,
+		cw:         clientWriter{conn: client}, // no write deadline, as before: the client's liveness is the up copier's
 		cfg:        &cfg,
 		obs:        obs,
 		outStreams: map[uint32]byte{},
@@ -79,6 +80,7 @@ func RelaySPDY(ctx context.Context, client, rt net.Conn, protocol string, cfg Co
 	defer stop()
 
 	downErr := r.down()
+	r.cw.downEnded()
 	r.tellLost(ctx, downErr)
 	_ = rt.Close() // done with it: a failed close changes nothing
 	// The client closes once it has read everything (client-go does, after
@@ -116,7 +118,8 @@ func (r *spdyRelay) finalStatus() *metav1.Status {
 // RelayResult is what a relayed SPDY session carried and how it ended.
 type RelayResult struct {
 	BytesUp, BytesDown uint64
-	// PingsAnswered counts the client's PINGs the node answered itself.
+	// PingsAnswered counts the client's PINGs the node answered itself
+	// (or queued, to answer at the end of a frame half written).
 	PingsAnswered uint64
 	// Lost names the error streams the runtime left open: the client was
 	// told on each that its session was cut. Zero for a complete session.
@@ -136,9 +139,10 @@ type spdyRelay struct {
 	portFwd    bool
 	jsonStatus bool // v4: the error stream carries a metav1.Status
 
-	// wmu serialises frames towards the client: the down copier holds it
-	// for a whole frame, the up copier for a PING reply.
-	wmu sync.Mutex
+	// cw serialises frames towards the client: the down copier's (held
+	// only while writing, so a runtime stalled mid-frame delays no PING
+	// reply) and the up copier's PING replies, kept whole.
+	cw clientWriter
 
 	mu         sync.Mutex
 	stopping   bool            // the node is shutting down (ctx ended)
@@ -157,8 +161,8 @@ type spdyRelay struct {
 	runtimeEnded atomic.Bool
 
 	// The down copier's: the grace for the frame in flight is armed once
-	// the node stops; framingLost once half a frame went to the client.
-	graceArmed, framingLost bool
+	// the node stops.
+	graceArmed bool
 	// obs, when set, sees stdout and stderr (down copier) and stdin and
 	// resizes (up copier); outStreams (under mu) maps the output streams
 	// the runtime has not ended to their v5 channels, stdinID and resizeID
@@ -193,7 +197,7 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	}
 	stopping, upEnded := r.stopping, r.upEnded
 	r.mu.Unlock()
-	if len(ids) == 0 || upEnded || r.framingLost {
+	if len(ids) == 0 || upEnded {
 		return // complete, or the client ended it and hears nothing more
 	}
 	var msg string
@@ -210,8 +214,11 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 		payload, _ = json.Marshal(wire.InternalError(msg)) // a Status always marshals
 	}
 	_ = r.client.SetWriteDeadline(time.Now().Add(r.cfg.WriteTimeout)) // fails only once closed; its I/O then says why
-	r.wmu.Lock()
-	defer r.wmu.Unlock()
+	r.cw.mu.Lock()
+	defer r.cw.mu.Unlock()
+	if r.cw.cut {
+		return // half a frame went to the client: nothing can follow it
+	}
 	for _, id := range ids {
 		if r.writeFin(id, payload) != nil {
 			return
@@ -228,7 +235,7 @@ func (r *spdyRelay) tellLost(ctx context.Context, downErr error) {
 	}
 }
 
-// writeFin writes payload on stream id as its last data frame (under wmu).
+// writeFin writes payload on stream id as its last data frame (under cw.mu).
 func (r *spdyRelay) writeFin(id uint32, payload []byte) error {
 	_, err := r.client.Write(appendData(nil, id, payload, true))
 	return err

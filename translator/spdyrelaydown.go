@@ -14,6 +14,7 @@ import (
 // connection, else why its side ended.
 func (r *spdyRelay) down() error {
 	fr := spdy.NewReader(bufio.NewReaderSize(r.rt, wire.ReadBufSize))
+	dst := &frameWriter{cw: &r.cw, fr: fr}
 	for {
 		h, err := fr.Next()
 		if err != nil {
@@ -37,7 +38,7 @@ func (r *spdyRelay) down() error {
 				continue
 			}
 		}
-		if err := r.downFrame(fr, h); err != nil {
+		if err := r.downFrame(fr, h, dst); err != nil {
 			return err
 		}
 		if ends != 0 {
@@ -59,25 +60,20 @@ func frameEnds(fr *spdy.Reader, h spdy.Header) uint32 {
 	return 0
 }
 
-// downFrame passes one of the runtime's frames on to the client whole,
-// under wmu, showing the observer its output and keeping its status.
-func (r *spdyRelay) downFrame(fr *spdy.Reader, h spdy.Header) error {
+// downFrame passes one of the runtime's frames on to the client through
+// dst, showing the observer its output and keeping its status. A frame
+// that fits the buffer is read whole before it is written, so nothing the
+// up copier writes waits on the runtime; a larger one goes in pieces.
+func (r *spdyRelay) downFrame(fr *spdy.Reader, h spdy.Header, dst *frameWriter) error {
 	bp := wire.GetBuf(spdy.HeaderLen + r.cfg.BufferSize)
 	defer wire.PutBuf(bp)
 	data := !h.Control()
-	r.wmu.Lock()
 	var seen func([]byte)
 	if data {
 		seen = r.outputSeen(h.StreamID())
 	}
-	wrote, err := r.copyFrame(r.client, fr, h, *bp, &r.res.BytesDown, r.graceForFrame, seen)
-	r.wmu.Unlock()
-	if err != nil {
-		if wrote {
-			// Half a frame went out: nothing more can be framed after it.
-			r.framingLost = true
-		}
-		return err
+	if err := r.copyFrame(dst, fr, h, *bp, &r.res.BytesDown, r.graceForFrame, seen); err != nil {
+		return err // cut after its first piece, it leaves cw mid: downEnded
 	}
 	if r.jsonStatus && data && h.Length() > 0 {
 		r.keepStatus(h.StreamID(), (*bp)[spdy.HeaderLen:], h.Length())
@@ -112,9 +108,7 @@ func (r *spdyRelay) pfFrame(fr *spdy.Reader, h spdy.Header) (bool, error) {
 	if err != nil || len(out) == 0 {
 		return handled, err
 	}
-	r.wmu.Lock()
-	_, err = r.client.Write(out)
-	r.wmu.Unlock()
+	err = r.cw.down(out, false) // whole frames
 	r.res.BytesDown += uint64(len(out))
 	return handled, err
 }
@@ -138,8 +132,8 @@ func (r *spdyRelay) graceForFrame(err error) bool {
 // copyFrame copies one frame: header h, then its payload from fr, through
 // buf, header and first payload bytes in one write; seen, if set, is shown
 // each piece of the payload once it is written. retry, if set, may let a
-// read that failed go on. wrote reports whether any of it went out.
-func (r *spdyRelay) copyFrame(dst io.Writer, fr *spdy.Reader, h spdy.Header, buf []byte, count *uint64, retry func(error) bool, seen func([]byte)) (wrote bool, err error) {
+// read that failed go on.
+func (r *spdyRelay) copyFrame(dst io.Writer, fr *spdy.Reader, h spdy.Header, buf []byte, count *uint64, retry func(error) bool, seen func([]byte)) error {
 	fill := copy(buf, h[:])
 	for {
 		k := min(fr.Remaining(), len(buf)-fill)
@@ -147,22 +141,35 @@ func (r *spdyRelay) copyFrame(dst io.Writer, fr *spdy.Reader, h spdy.Header, buf
 			m, err := fr.Read(buf[fill+got : fill+k])
 			got += m
 			if err != nil && got < k && (retry == nil || !retry(err)) {
-				return wrote, err
+				return err
 			}
 		}
-		wrote = true
 		if _, err := dst.Write(buf[:fill+k]); err != nil {
-			return wrote, err
+			return err
 		}
 		if seen != nil && k > 0 {
 			seen(buf[fill : fill+k])
 		}
 		*count += uint64(fill + k)
 		if fr.Remaining() == 0 {
-			return wrote, nil
+			return nil
 		}
 		fill = 0
 	}
+}
+
+// frameWriter writes the runtime's frames to the client through cw,
+// telling it whether fr's frame goes on after each piece.
+type frameWriter struct {
+	cw *clientWriter
+	fr *spdy.Reader
+}
+
+func (w *frameWriter) Write(p []byte) (int, error) {
+	if err := w.cw.down(p, w.fr.Remaining() > 0); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // outputSeen is what the down copier shows the observer of a data frame on

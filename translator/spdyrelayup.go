@@ -51,7 +51,7 @@ func (r *spdyRelay) upFrames(fr *spdy.Reader, buf []byte) error {
 		if h.Control() {
 			err = r.upControl(fr, h, buf)
 		} else {
-			_, err = r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, r.inputSeen(h.StreamID()))
+			err = r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, r.inputSeen(h.StreamID()))
 		}
 		if err != nil {
 			return err
@@ -79,8 +79,7 @@ func (r *spdyRelay) upControl(fr *spdy.Reader, h spdy.Header, buf []byte) error 
 		_, err := r.rt.Write(frame)
 		return err
 	}
-	_, err := r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, nil)
-	return err
+	return r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, nil)
 }
 
 // ping answers the client's own PING (RelaySPDY says why here) and passes
@@ -94,9 +93,7 @@ func (r *spdyRelay) ping(fr *spdy.Reader, h spdy.Header, frame []byte) error {
 		_, err := r.rt.Write(frame)
 		return err
 	}
-	r.wmu.Lock()
-	_, err := r.client.Write(frame)
-	r.wmu.Unlock()
+	err := r.cw.control(frame, true)
 	if err == nil {
 		r.res.PingsAnswered++
 	}
@@ -120,8 +117,7 @@ func (r *spdyRelay) headerFrame(fr *spdy.Reader, h spdy.Header, buf []byte) erro
 	n := h.Length()
 	if n > maxHeaderFrame || n+spdy.HeaderLen > len(buf) {
 		r.stopTracking()
-		_, err := r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, nil)
-		return err
+		return r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, nil)
 	}
 	frame := buf[:spdy.HeaderLen+n]
 	copy(frame, h[:])

@@ -84,55 +84,6 @@ func (s *splice) pass(buf []byte, fill, n int) (int, error) {
 	return copy(buf, buf[out:fill+n]), nil
 }
 
-// clientWriter is the client's write side, shared by the down copy (the
-// runtime's frames), the node's pings and, for legacy protocols, the up
-// copy's pongs. mu is held only while writing, never across a read, so a
-// runtime that stalls mid-frame holds up neither pings nor pongs. A frame
-// larger than the down copy's buffer goes out in pieces; while one is half
-// written (mid) a ping is skipped and a pong waits for its end (only the
-// latest, as RFC 6455 5.5.3 allows).
-type clientWriter struct {
-	conn    net.Conn
-	timeout time.Duration
-
-	mu       sync.Mutex
-	deadline time.Time // the last write deadline the down copy set
-	mid      bool      // written by the down copy only, under mu
-	pong     []byte    // a pong due when mid ends
-}
-
-// down writes the runtime's bytes p; mid: they end inside a frame.
-func (w *clientWriter) down(p []byte, mid bool) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// The deadline moves at most once per slack, not per write: a deadline
-	// set is a timer update in the runtime's poller.
-	if want := time.Now().Add(w.timeout); want.Sub(w.deadline) > wire.Slack(w.timeout) {
-		w.deadline = want
-		_ = w.conn.SetWriteDeadline(want) // fails only once closed; its I/O then says why
-	}
-	_, err := w.conn.Write(p)
-	w.mid = mid
-	if err == nil && !mid && w.pong != nil {
-		_, err = w.conn.Write(w.pong)
-		w.pong = nil
-	}
-	return err
-}
-
-// pongFor answers a client's ping (payload unmasked) between the
-// runtime's frames.
-func (w *clientWriter) pongFor(payload []byte) {
-	frame := wire.ServerFrame(nil, websocket.PongMessage, payload)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.mid {
-		w.pong = frame
-		return
-	}
-	_, _ = w.conn.Write(frame) // a failed pong is the next read's error to find
-}
-
 // endLegacy ends a legacy session: nothing more is written down here, so
 // a ping can no longer land inside a frame; cw stays the up copier's for
 // its pongs (one stuck on a client that reads nothing must not hold the
