@@ -62,7 +62,10 @@ func (s *splice) down() error {
 
 // pass follows the n bytes read into buf[fill:] and writes what of
 // buf[:fill+n] the client can have: every frame that ended, and the start
-// of a frame larger than buf (it goes out in pieces as it comes). It
+// of a frame larger than buf (it goes out in pieces as it comes). Only
+// the start of a frame that fits buf waits there: holding one that cannot
+// fit (a runtime writing messages of the buffer's size, header included)
+// would cost an extra read and write per frame and gain nothing. It
 // returns how much is left waiting, moved to buf's start.
 func (s *splice) pass(buf []byte, fill, n int) (int, error) {
 	data := s.f.data
@@ -70,12 +73,19 @@ func (s *splice) pass(buf []byte, fill, n int) (int, error) {
 	if s.f.data != data {
 		s.activity.Add(1)
 	}
-	out, mid := fill+n, true
-	switch {
-	case end >= 0:
-		out, mid = fill+end, false
-	case !s.cw.mid && out < len(buf):
-		return out, nil // the frame's rest is on its way
+	out, mid := fill+n, !s.f.AtBoundary()
+	if mid && (end >= 0 || !s.cw.mid) {
+		// A frame starts at start and has not ended: it waits when it fits.
+		start := 0
+		if end >= 0 {
+			start = fill + end
+		}
+		if int64(out-start)+s.f.Left() <= int64(len(buf)) {
+			out, mid = start, false
+		}
+	}
+	if out == 0 {
+		return fill + n, nil // the frame's rest is on its way
 	}
 	if err := s.cw.down(buf[:out], mid); err != nil {
 		return 0, err

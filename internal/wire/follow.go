@@ -71,6 +71,10 @@ func (f *Follower) Skip() { f.left = 0 }
 // follower that passes frames on whole; valid until the next header.
 func (f *Follower) RawHeader() []byte { return f.hdr[:f.lastLen] }
 
+// Left is how many payload bytes of the frame in flight are still to come
+// (0 while its header is incomplete).
+func (f *Follower) Left() int64 { return f.left }
+
 // AtBoundary reports whether the next byte starts a frame.
 func (f *Follower) AtBoundary() bool { return f.left == 0 && f.hdrLen == 0 }
 
