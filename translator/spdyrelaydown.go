@@ -90,8 +90,8 @@ func (r *spdyRelay) streamEnded(id uint32) {
 		r.errClosed = true
 	}
 	delete(r.outStreams, id) // its output is complete
+	delete(r.errStreams, id)
 	r.mu.Unlock()
-	r.closeErrStream(id)
 }
 
 func (r *spdyRelay) closeErrStream(id uint32) {
