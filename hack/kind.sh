@@ -72,7 +72,7 @@ probe() {
 
 CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/kind
 # The base file system: Debian's packages a node needs, and nothing else.
-BASE_PACKAGES=systemd,systemd-sysv,dbus,iptables,iproute2,mount,procps,ca-certificates,kmod,util-linux,conntrack,ethtool,socat,ebtables,libseccomp2,runc,containernetworking-plugins
+BASE_PACKAGES=systemd,systemd-sysv,dbus,iptables,iproute2,mount,procps,ca-certificates,kmod,util-linux,conntrack,ethtool,socat,ebtables,libseccomp2,runc,containernetworking-plugins,conmon,skopeo
 
 # base prints the path of the node's base file system as a tarball, made
 # with debootstrap once per package list (5-6 minutes, from Debian's mirror).

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# CRI-O, the second runtime, built here from the Go module proxy.
+#
+#   hack/crio.sh install      CRI-O v1.36.3 with kubestream's runtime-side server (hack/crio/*.patch)
+#                             and pinns; conmon from Debian; cached by version, tags, patches and
+#                             kubestream's source
+#   hack/crio.sh install-stock  the same version unpatched (the stock runtime, for comparison)
+#   hack/crio.sh bin ws|stock print where that build's binaries are
+#   hack/crio.sh up ws|stock DIR
+#                             start a CRI-O whose every file lives under DIR (storage vfs, runc,
+#                             a loopback-only CNI); writes DIR/env as hack/containerd.sh does, so
+#                             the e2e suite's runtime cases run against it
+#   hack/crio.sh down DIR     stop it and remove DIR, leaving nothing behind
+#
+# Why v1.36.3: the proxy serves CRI-O at exact versions only, and of those
+# (v1.35.2, v1.36.1-v1.36.3 on 2026-12-06) it is the newest; v1.36.1 pins
+# k8s.io modules at a release candidate the proxy refuses.
+#
+# Build tags: containers_image_ostree_stub and containers_image_openpgp
+# (no libostree, no gpgme: a node here verifies no signature), and the btrfs
+# and devicemapper graph drivers left out (a kind node stores images on its
+# volume with overlay, the hermetic CRI-O with vfs). No seccomp tag: it needs
+# libseccomp's headers, and the kind node runs its pods unconfined.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CRIO_VERSION=v1.36.3
+CRIO_MODULE=github.com/cri-o/cri-o
+CRIO_TAGS="containers_image_ostree_stub containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper"
+CACHE=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}
+export GOFLAGS=-buildvcs=false
+
+log() { echo "crio.sh: $*" >&2; }
+
+# The patched build's key: CRI-O's version and tags, the patches, and every
+# file of kubestream the build compiles in (as hack/containerd.sh keys its
+# patched build).
+ws_key() {
+	(cd "$ROOT" && { echo "$CRIO_VERSION $CRIO_TAGS"; cat hack/crio/*.patch go.mod go.sum
+		pkgs=$(go list -deps -f '{{if .Module}}{{if eq .Module.Path "github.com/kubestream/kubestream"}}{{.Dir}}{{end}}{{end}}' ./cri/streaming | sed "s#^$ROOT/##")
+		git ls-files $pkgs | grep -v _test.go | sort | xargs cat; } | sha256sum | cut -c1-16)
+}
+
+bins_for() {
+	case "$1" in
+	ws) echo "$CACHE/crio-$CRIO_VERSION-kubestream-$(ws_key)/bin" ;;
+	stock) echo "$CACHE/crio-$CRIO_VERSION-stock-$(echo "$CRIO_TAGS" | sha256sum | cut -c1-12)/bin" ;;
+	*) log "unknown CRI-O build $1 (want ws or stock)"; exit 2 ;;
+	esac
+}
+
+# source DIR PATCHED: CRI-O's module source in DIR; with PATCHED=1 every
+# patch of hack/crio applied and kubestream's module replaced by this tree.
+# CRI-O v1.36.3 is written against the k8s.io modules v0.36 (cri-api v0.37
+# drops a signal it names), so they stay at its own versions: cri/streaming
+# compiles against cri-streaming and cri-api v0.36 as well as v0.37
+# (hack/crio.sh install is that check).
+source_tree() {
+	local src work=$1 patched=$2 p m
+	src=$(cd /tmp && go mod download -json "$CRIO_MODULE@$CRIO_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { log "CRI-O $CRIO_VERSION not downloaded"; exit 1; }
+	rm -rf "$work"
+	cp -r "$src" "$work"
+	chmod -R u+w "$work"
+	[ "$patched" = 1 ] || return 0
+	for p in "$ROOT"/hack/crio/*.patch; do
+		(cd "$work" && patch -p1 --quiet <"$p") || { log "$(basename "$p") does not apply"; exit 1; }
+	done
+	local edits=(-require=github.com/kubestream/kubestream@v0.0.0-00010101000000-000000000000
+		-replace="github.com/kubestream/kubestream=$ROOT")
+	for m in $(cd "$work" && go list -m -f '{{if not .Main}}{{.Path}}@{{.Version}}{{end}}' all 2>/dev/null | grep '^k8s\.io/' || true); do
+		edits+=(-replace="${m%@*}=$m")
+	done
+	# What kubestream requires and CRI-O does not, at CRI-O's k8s.io
+	# version: the whole k8s.io set moves together.
+	for m in k8s.io/apiserver k8s.io/streaming; do
+		grep -q "^	$m " "$work/go.mod" || edits+=(-replace="$m=$m@$(cd "$work" && go list -m -f '{{.Version}}' k8s.io/apimachinery)")
+	done
+	(cd "$work" && go mod edit "${edits[@]}")
+}
+
+build() { # build KIND OUT
+	local kind=$1 out=$2 work
+	work=$(mktemp -d "$CACHE/crio-src-XXXXXX")
+	source_tree "$work" "$([ "$kind" = ws ] && echo 1 || echo 0)"
+	log "building CRI-O $CRIO_VERSION ($kind; minutes cold on 2 cores)"
+	(cd "$work" && GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=1 go build -trimpath -tags "$CRIO_TAGS" \
+		-ldflags "-s -w -X $CRIO_MODULE/internal/version.buildCommit=$CRIO_VERSION-$kind" -o "$work/_bin/crio" ./cmd/crio)
+	# pinns pins a pod's namespaces; CRI-O's own C, built as its Makefile does.
+	(cd "$work/pinns" && gcc -std=c99 -Os -O3 -Wall -static -o "$work/_bin/pinns" src/*.c && strip -s "$work/_bin/pinns")
+	mkdir -p "$out.tmp"
+	mv "$work/_bin/crio" "$work/_bin/pinns" "$out.tmp/"
+	rm -rf "$out" && mv "$out.tmp" "$out"
+	rm -rf "$work"
+}
+
+install_packages() {
+	local need=()
+	command -v conmon >/dev/null || need+=(conmon)
+	command -v runc >/dev/null || need+=(runc)
+	if [ ${#need[@]} -gt 0 ]; then
+		log "installing ${need[*]} from Debian"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+	fi
+}
+
+install() { # install ws|stock
+	local bin
+	bin=$(bins_for "$1")
+	[ -x "$bin/crio" ] && [ -x "$bin/pinns" ] && return 0
+	build "$1" "$bin"
+	# Builds of the same kind for other inputs are stale.
+	find "$CACHE" -maxdepth 1 -name "crio-$CRIO_VERSION-$([ "$1" = ws ] && echo kubestream || echo stock)-*" ! -path "$(dirname "$bin")" -exec rm -rf {} +
+}
+
+case "${1:-}" in
+install) install ws ;;
+install-stock) install stock ;;
+bin) bins_for "$2" ;;
+*) sed -n '2,13p' "$0"; exit 2 ;;
+esac
