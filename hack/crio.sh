@@ -98,6 +98,7 @@ install_packages() {
 	local need=()
 	command -v conmon >/dev/null || need+=(conmon)
 	command -v runc >/dev/null || need+=(runc)
+	command -v skopeo >/dev/null || need+=(skopeo)
 	if [ ${#need[@]} -gt 0 ]; then
 		log "installing ${need[*]} from Debian"
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
@@ -114,9 +115,151 @@ install() { # install ws|stock
 	find "$CACHE" -maxdepth 1 -name "crio-$CRIO_VERSION-$([ "$1" = ws ] && echo kubestream || echo stock)-*" ! -path "$(dirname "$bin")" -exec rm -rf {} +
 }
 
+# config writes the hermetic CRI-O's configuration: every path under $DIR,
+# vfs storage (overlay would mount on the host), cgroupfs, runc through
+# runc-oom, the loopback CNI of the e2e setup, metrics on loopback.
+config() {
+	cat <<EOF
+[crio]
+root = "$DIR/root"
+runroot = "$DIR/runroot"
+storage_driver = "vfs"
+log_dir = "$DIR/logs"
+version_file = "$DIR/version"
+version_file_persist = "$DIR/version-persist"
+clean_shutdown_file = "$DIR/clean.shutdown"
+[crio.api]
+listen = "$DIR/crio.sock"
+stream_address = "127.0.0.1"
+stream_port = "$PORT"
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+pinns_path = "$BINS/pinns"
+namespaces_dir = "$DIR/ns"
+container_exits_dir = "$DIR/exits"
+container_attach_socket_dir = "$DIR/attach"
+default_mounts_file = "$DIR/mounts.conf"
+hooks_dir = []
+[crio.runtime.runtimes.runc]
+runtime_path = "$DIR/bin/runc-oom"
+runtime_type = "oci"
+runtime_root = "$DIR/runc"
+monitor_path = "$(command -v conmon)"
+monitor_cgroup = "pod"
+[crio.image]
+pause_image = "docker.io/kubestream/pause:e2e"
+pause_command = ""
+signature_policy = "$DIR/policy.json"
+[crio.network]
+network_dir = "$DIR/cni/conf"
+plugin_dirs = ["$DIR/cni/bin"]
+[crio.metrics]
+enable_metrics = true
+metrics_host = "127.0.0.1"
+metrics_port = $MPORT
+[crio.nri]
+enable_nri = false
+EOF
+}
+
+up() { # up ws|stock DIR
+	local kind=$1 img
+	DIR=$(realpath -m "$2")
+	BINS=$(bins_for "$kind")
+	install_packages
+	mkdir -p "$DIR"/{root,runroot,logs,ns,exits,attach,runc,bin,cni/bin,cni/conf,images,crio.conf.d}
+	PORT=$(freeport)
+	MPORT=$(freeport)
+	(cd "$ROOT" && go build -o "$DIR/bin/runc-oom" ./hack/tools/runc-oom &&
+		go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)
+	cat >"$DIR/cni/conf/10-kubestream.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "kubestream-e2e", "plugins": [{"type": "loopback"}]}
+EOF
+	echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$DIR/policy.json"
+	: >"$DIR/mounts.conf"
+	config >"$DIR/crio.conf"
+	echo "$BINS" >"$DIR/bins"
+	start_crio >/dev/null
+	"$ROOT/hack/containerd.sh" install >/dev/null # crictl and busybox-static, as for containerd
+	(cd "$ROOT" && go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out "$DIR/images/busybox.tar" &&
+		go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/pause:e2e \
+			-entrypoint /bin/sleep,2147483647 -out "$DIR/images/pause.tar")
+	for img in busybox pause; do
+		skopeo --insecure-policy copy -q "oci-archive:$DIR/images/$img.tar" \
+			"containers-storage:[vfs@$DIR/root+$DIR/runroot]docker.io/kubestream/$img:e2e" >/dev/null
+	done
+	cat >"$DIR/env" <<EOF
+export KUBESTREAM_CONTAINERD_ENDPOINT=unix://$DIR/crio.sock
+export KUBESTREAM_CONTAINERD_PID=$(cat "$DIR/crio.pid")
+export KUBESTREAM_CONTAINERD_VERSION="CRI-O $CRIO_VERSION ($kind)"
+export KUBESTREAM_CONTAINERD_RESTART="$ROOT/hack/crio.sh restart $DIR"
+export KUBESTREAM_E2E_IMAGE=docker.io/kubestream/busybox:e2e
+export KUBESTREAM_CONTAINERD_METRICS=http://127.0.0.1:$MPORT/metrics
+export KUBESTREAM_CRICTL=$CACHE/crictl-v1.37.0/bin/crictl
+export KUBESTREAM_CONTAINERD_WEBSOCKETS=$([ "$kind" = ws ] && echo 1 || echo 0)
+EOF
+	log "CRI-O $CRIO_VERSION ($kind) up at $DIR (streaming port $PORT)"
+}
+
+freeport() {
+	if [ -n "${KUBESTREAM_FREEPORT:-}" ]; then "$KUBESTREAM_FREEPORT"; else cd "$ROOT" && go run ./hack/tools/freeport; fi
+}
+
+# start_crio runs CRI-O from $DIR's configuration, waits until it answers
+# and prints its PID.
+start_crio() {
+	local bins pid
+	bins=$(cat "$DIR/bins")
+	nohup "$bins/crio" --config "$DIR/crio.conf" --config-dir "$DIR/crio.conf.d" --log-level info \
+		>>"$DIR/crio.log" 2>&1 &
+	pid=$!
+	echo "$pid" >"$DIR/crio.pid"
+	for _ in $(seq 1 150); do
+		[ -S "$DIR/crio.sock" ] && { echo "$pid"; return; }
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	tail -20 "$DIR/crio.log" >&2
+	log "CRI-O did not start"
+	exit 1
+}
+
+# restart brings CRI-O back after a test killed it; containers live on
+# under their conmon.
+restart() {
+	DIR=$(realpath -m "$1")
+	start_crio
+}
+
+down() {
+	DIR=$(realpath -m "$1")
+	[ -d "$DIR" ] || return 0
+	if [ -f "$DIR/crio.pid" ]; then
+		kill "$(cat "$DIR/crio.pid")" 2>/dev/null || true
+		for _ in $(seq 1 50); do kill -0 "$(cat "$DIR/crio.pid")" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$(cat "$DIR/crio.pid")" 2>/dev/null || true
+	fi
+	# Containers the tests left: killed through runc, then their conmon.
+	if [ -d "$DIR/runc" ] && command -v runc >/dev/null; then
+		for id in $(runc --root "$DIR/runc" list -q 2>/dev/null); do
+			runc --root "$DIR/runc" kill "$id" KILL 2>/dev/null || true
+			runc --root "$DIR/runc" delete -f "$id" 2>/dev/null || true
+		done
+	fi
+	pkill -9 -f "conmon.*$DIR" 2>/dev/null || true
+	# Mounts (storage, namespaces) under DIR, deepest first.
+	{ grep -F " $DIR/" /proc/mounts || true; } | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	rm -rf "$DIR"
+}
+
 case "${1:-}" in
 install) install ws ;;
 install-stock) install stock ;;
 bin) bins_for "$2" ;;
+up) up "$2" "$3" ;;
+restart) restart "$2" ;;
+down) down "$2" ;;
 *) sed -n '2,13p' "$0"; exit 2 ;;
 esac

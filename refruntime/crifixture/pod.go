@@ -38,12 +38,15 @@ func RunPod(ctx context.Context, rs runtimeapi.RuntimeServiceClient, p Pod) (str
 	if p.HostNetwork {
 		netMode = runtimeapi.NamespaceMode_NODE
 	}
+	// The containers' namespaces are the sandbox's, as the kubelet sends
+	// them (CRI-O refuses a container whose options differ from its pod's).
+	ns := &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
 	sbCfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: p.UID},
 		Labels:       labels,
 		LogDirectory: p.LogDir,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+			NamespaceOptions: ns,
 		}},
 	}
 	if !p.HostNetwork {
@@ -63,12 +66,17 @@ func RunPod(ctx context.Context, rs runtimeapi.RuntimeServiceClient, p Pod) (str
 			SandboxConfig: sbCfg,
 			Config: &runtimeapi.ContainerConfig{
 				Metadata: &runtimeapi.ContainerMetadata{Name: c.Name},
-				Image:    &runtimeapi.ImageSpec{Image: p.Image},
-				Command:  c.Command,
-				Stdin:    c.Stdin,
-				Tty:      c.TTY,
-				Labels:   cl,
-				LogPath:  c.Name + ".log",
+				// The kubelet names the image as the user wrote it too;
+				// CRI-O verifies its signature policy against that name.
+				Image:   &runtimeapi.ImageSpec{Image: p.Image, UserSpecifiedImage: p.Image},
+				Command: c.Command,
+				Stdin:   c.Stdin,
+				Tty:     c.TTY,
+				Labels:  cl,
+				LogPath: c.Name + ".log",
+				Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+					NamespaceOptions: ns,
+				}},
 			},
 		})
 		if err != nil {
