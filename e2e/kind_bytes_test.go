@@ -35,13 +35,14 @@ const (
 var (
 	// The cut is the runtime's (containerd closes an exec's stdin when
 	// its stdout ends): asserted where kubestream's containerd patch runs
-	// (ws), recorded on skew and stock, which run stock containerd.
-	faultStdinFile = faultCase{"stdin of 64 MiB into sh -c 'cat > f': bytes in the file (on skew and stock, stock containerd's cut)", map[string]bool{"ws": true}}
-	faultSlowRead  = faultCase{"32 MiB of stdout read at 2 MiB/s: bytes delivered, kubectl's exit", map[string]bool{"ws": true, "skew": true}}
-	faultManyExecs = faultCase{"60 concurrent execs of 1 MiB each: sessions with every byte", map[string]bool{"ws": true, "skew": true}}
-	faultCopy      = faultCase{"kubectl cp of 128 MiB each way: checksums", map[string]bool{"ws": true, "skew": true}}
-	faultKubelet   = faultCase{"kubelet restarted mid-exec (twice): kubectl's exit and message", map[string]bool{"ws": true, "skew": true}}
-	faultKubeletPs = faultCase{"kubelet restarted mid-exec: the sessions' processes after", map[string]bool{"ws": true, "skew": true}}
+	// (ws) and on CRI-O (which never cut it), recorded on skew and stock,
+	// which run stock containerd.
+	faultStdinFile = faultCase{"stdin of 64 MiB into sh -c 'cat > f': bytes in the file (on skew and stock, stock containerd's cut)", nativeWorkers}
+	faultSlowRead  = faultCase{"32 MiB of stdout read at 2 MiB/s: bytes delivered, kubectl's exit", kubestreamWorkers}
+	faultManyExecs = faultCase{"60 concurrent execs of 1 MiB each: sessions with every byte", kubestreamWorkers}
+	faultCopy      = faultCase{"kubectl cp of 128 MiB each way: checksums", kubestreamWorkers}
+	faultKubelet   = faultCase{"kubelet restarted mid-exec (twice): kubectl's exit and message", kubestreamWorkers}
+	faultKubeletPs = faultCase{"kubelet restarted mid-exec: the sessions' processes after", kubestreamWorkers}
 )
 
 // faultStdinIntoFile: a file copied in by `cat >`, as users do when the

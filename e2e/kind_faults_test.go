@@ -28,11 +28,18 @@ type faultCase struct {
 }
 
 var (
-	faultReset   = faultCase{"port-forward: the pod resets one connection; three more through the same kubectl", map[string]bool{"ws": true, "skew": true}}
-	faultKill    = faultCase{"kubectl killed (SIGKILL) mid-session, no tty: the session's process 10 s later", map[string]bool{"ws": true, "skew": true}}
-	faultKillTTY = faultCase{"kubectl killed (SIGKILL) mid-session, tty: the session's process 10 s later", map[string]bool{"ws": true, "skew": true}}
-	faultRestart = faultCase{"containerd restarted mid-exec: kubectl's exit", map[string]bool{"ws": true, "skew": true}}
-	faultLeft    = faultCase{"containerd restarted mid-exec: the session's process after", map[string]bool{"ws": true}}
+	faultReset   = faultCase{"port-forward: the pod resets one connection; three more through the same kubectl", kubestreamWorkers}
+	faultKill    = faultCase{"kubectl killed (SIGKILL) mid-session, no tty: the session's process 10 s later", kubestreamWorkers}
+	faultKillTTY = faultCase{"kubectl killed (SIGKILL) mid-session, tty: the session's process 10 s later", kubestreamWorkers}
+	faultRestart = faultCase{"the runtime (containerd, CRI-O) restarted mid-exec: kubectl's exit", kubestreamWorkers}
+	faultLeft    = faultCase{"the runtime (containerd, CRI-O) restarted mid-exec: the session's process after", nativeWorkers}
+)
+
+// The workers a fault's result is asserted on: those whose kubelet runs
+// kubestream, and those whose runtime runs its runtime-side server too.
+var (
+	kubestreamWorkers = map[string]bool{"ws": true, "skew": true, "crio": true}
+	nativeWorkers     = map[string]bool{"ws": true, "crio": true}
 )
 
 // faultTable collects each case's outcome by worker, for the log (and
@@ -62,7 +69,7 @@ func (ft *faultTable) record(t *testing.T, c faultCase, flavour, outcome string,
 
 func (ft *faultTable) String() string {
 	var b strings.Builder
-	b.WriteString("| case | ws | skew | stock |\n|---|---|---|---|\n")
+	b.WriteString("| case | ws | skew | stock | crio |\n|---|---|---|---|---|\n")
 	names := make([]string, 0, len(ft.rows))
 	for name := range ft.rows {
 		names = append(names, name)
@@ -70,7 +77,7 @@ func (ft *faultTable) String() string {
 	sort.Strings(names)
 	for _, name := range names {
 		r := ft.rows[name]
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, r["ws"], r["skew"], r["stock"])
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, r["ws"], r["skew"], r["stock"], r["crio"])
 	}
 	return b.String()
 }
@@ -80,13 +87,13 @@ func (ft *faultTable) String() string {
 // resets one forwarded connection; kubectl is killed mid-session (a laptop
 // lid, a dropped VPN); containerd restarts mid-exec; a file goes in by
 // `cat >`; a reader is slow; many execs run at once; kubectl cp both ways;
-// the kubelet restarts mid-exec. On ws and skew the connection ends alone,
+// the kubelet restarts mid-exec. On ws, skew and crio the connection ends alone,
 // no process outlives its session, no byte is lost, and a cut session
 // never reads as success (kind_bytes_test.go has the byte-keeping
 // cases); stock's results are printed beside.
 func kindFaults(t *testing.T, kc func(*testing.T) *controlPlane, nodes map[string]kindNode) {
 	ft := &faultTable{rows: map[string]map[string]string{}}
-	for _, flavour := range []string{"ws", "skew", "stock"} {
+	for _, flavour := range kindFlavours {
 		t.Run(flavour, func(t *testing.T) {
 			cp, n := kc(t), nodes[flavour]
 			pod := kindPod(t, cp, flavour)
@@ -188,7 +195,7 @@ func faultKubectlKilled(t *testing.T, cp *controlPlane, ft *faultTable, flavour,
 	}
 }
 
-// faultRuntimeRestart: containerd restarted (systemctl) during a
+// faultRuntimeRestart: the runtime restarted (systemctl) during a
 // non-terminal exec writing every second: kubectl exits non-zero (never 0
 // for a cut session), and no process of the session is left.
 func faultRuntimeRestart(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
@@ -200,16 +207,16 @@ func faultRuntimeRestart(t *testing.T, cp *controlPlane, ft *faultTable, n kindN
 		for sc.Scan() {
 		}
 	}()
-	nodeExec(t, n, "systemctl", "restart", "containerd")
+	nodeExec(t, n, "systemctl", "restart", n.runtime())
 	code := exitCode(t, cmd.Wait())
 	msg := lastLine(stderr.String())
 	outcome := fmt.Sprintf("exit %d: %q", code, msg)
 	ok := code != 0
-	if n.flavour == "ws" {
+	if n.native() {
 		ok = ok && strings.Contains(msg, "shutting down")
 	}
 	ft.record(t, faultRestart, n.flavour, outcome, ok)
-	// containerd is back once an exec works again.
+	// The runtime is back once an exec works again.
 	waitFor(t, 2*time.Minute, func() bool {
 		return cp.kubectl(nil, "exec", pod, "-c", "app", "--", "true").code == 0
 	})

@@ -22,12 +22,29 @@ type kindNode struct {
 	features          []string // status.declaredFeatures
 }
 
+// kindFlavours are the workers' flavours (hack/kind/flavours), one worker
+// each.
+var kindFlavours = []string{"ws", "skew", "stock", "crio"}
+
+// runtime is the systemd unit of the node's container runtime.
+func (n kindNode) runtime() string {
+	if n.flavour == "crio" {
+		return "crio"
+	}
+	return "containerd"
+}
+
+// native: the node's runtime runs kubestream's runtime-side server
+// (containerd on ws, CRI-O on crio), so no leg speaks SPDY.
+func (n kindNode) native() bool { return n.flavour == "ws" || n.flavour == "crio" }
+
 // TestKind runs kubectl, through the kind cluster's own kubeconfig, against
-// pods on its three workers (manifests/kind/cluster.yaml): ws (the kubelet
+// pods on its four workers (manifests/kind/cluster.yaml): ws (the kubelet
 // v1.37.2 with kubestream on containerd with kubestream's runtime-side
-// server), skew (the kubelet v1.35.4 with kubestream on stock containerd)
-// and stock (upstream's kubelet v1.37.2 on stock containerd). The same
-// sessions must work on all three; the nodes' own metrics say who carried
+// server), skew (the kubelet v1.35.4 with kubestream on stock containerd),
+// stock (upstream's kubelet v1.37.2 on stock containerd) and crio (the
+// kubelet v1.37.2 with kubestream on CRI-O with kubestream's runtime-side
+// server). The same sessions must work on all four; the nodes' own metrics say who carried
 // them and how. Then what a node operator does to a live cluster: a pod
 // deleted under an exec, a kubelet replaced on a live node, a node
 // container restarted. Run it with `make test-kind` (hack/kind.sh e2e).
@@ -53,7 +70,7 @@ func TestKind(t *testing.T) {
 				t.Errorf("node %s (%s) does not declare ExtendWebSocketsToKubelet: %v", n.name, n.flavour, n.features)
 			}
 		}
-		for _, f := range []string{"ws", "skew", "stock"} {
+		for _, f := range kindFlavours {
 			if nodes[f].name == "" {
 				t.Fatalf("no %s worker in %v", f, nodes)
 			}
@@ -67,7 +84,7 @@ func TestKind(t *testing.T) {
 		cp := kc(t)
 		cp.must(nil, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=2m")
 		cp.must(nil, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=2m")
-		for _, flavour := range []string{"ws", "skew", "stock"} {
+		for _, flavour := range kindFlavours {
 			pod := kindPod(t, cp, flavour)
 			var r kubectlResult
 			waitFor(t, time.Minute, func() bool {
@@ -77,7 +94,7 @@ func TestKind(t *testing.T) {
 		}
 	})
 
-	for _, flavour := range []string{"ws", "skew", "stock"} {
+	for _, flavour := range kindFlavours {
 		t.Run(flavour, func(t *testing.T) {
 			cp, n := kc(t), nodes[flavour]
 			pod := kindPod(t, cp, flavour)
@@ -91,7 +108,7 @@ func TestKind(t *testing.T) {
 	// A pod deleted under an exec: kubectl says the session ended, nothing
 	// of the session stays on the node.
 	t.Run("pod-deleted", func(t *testing.T) {
-		for _, flavour := range []string{"ws", "skew", "stock"} {
+		for _, flavour := range kindFlavours {
 			t.Run(flavour, func(t *testing.T) {
 				cp, n := kc(t), nodes[flavour]
 				pod := kindPod(t, cp, flavour)
@@ -116,8 +133,8 @@ func TestKind(t *testing.T) {
 					return cp.kubectl(nil, "get", "pod", pod).code != 0
 				})
 				// Nothing of the session is left: no session open in
-				// kubestream (ws, skew), no container of the pod in the
-				// node's containerd.
+				// kubestream (ws, skew, crio), no container of the pod in
+				// the node's runtime.
 				waitFor(t, time.Minute, func() bool {
 					return nodeMetric(t, cp, n, "/metrics", "kubestream_streaming_sessions_active") == 0
 				})
@@ -200,22 +217,26 @@ func TestKind(t *testing.T) {
 
 	// A worker's container stopped and started: the node comes back with
 	// its identity and volume, the kubelet restarts its pods, and
-	// streaming to it works again.
-	t.Run("node-restart", func(t *testing.T) {
-		cp, n := kc(t), nodes["ws"]
-		pod := kindPod(t, cp, "ws")
-		for _, args := range [][]string{{"stop", "--time", "10", n.name}, {"start", n.name}} {
-			if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
-				t.Fatalf("docker %v: %v: %s", args, err, out)
-			}
+	// streaming to it works again (each runtime with kubestream's server).
+	for _, flavour := range []string{"ws", "crio"} {
+		t.Run("node-restart/"+flavour, func(t *testing.T) { kindNodeRestart(t, kc(t), nodes[flavour]) })
+	}
+}
+
+// kindNodeRestart stops and starts node n's container under a pod of its.
+func kindNodeRestart(t *testing.T, cp *controlPlane, n kindNode) {
+	pod := kindPod(t, cp, n.flavour)
+	for _, args := range [][]string{{"stop", "--time", "10", n.name}, {"start", n.name}} {
+		if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
+			t.Fatalf("docker %v: %v: %s", args, err, out)
 		}
-		waitFor(t, 3*time.Minute, func() bool {
-			r := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "echo", "back")
-			return r.code == 0 && r.stdout == "back\n"
-		})
-		cp.must(nil, "wait", "--for=condition=Ready", "node/"+n.name, "--timeout=2m")
-		kindStreaming(t, cp, pod)
+	}
+	waitFor(t, 3*time.Minute, func() bool {
+		r := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "echo", "back")
+		return r.code == 0 && r.stdout == "back\n"
 	})
+	cp.must(nil, "wait", "--for=condition=Ready", "node/"+n.name, "--timeout=2m")
+	kindStreaming(t, cp, pod)
 }
 
 // forTest is kubectl against the same cluster for test t: a subtest's
@@ -344,7 +365,7 @@ func kindStreaming(t *testing.T, cp *controlPlane, pod string) {
 // kindCounts are a node's streaming counters: kubestream's sessions by
 // route (empty on a stock kubelet), upstream's kubelet counter of
 // WebSocket sessions it translated itself, and the runtime's own requests
-// by protocol where containerd runs kubestream's runtime-side server.
+// by protocol where the runtime runs kubestream's runtime-side server.
 type kindCounts struct {
 	routes   map[string]float64
 	upstream float64
@@ -357,15 +378,15 @@ func kindMetrics(t *testing.T, cp *controlPlane, n kindNode) kindCounts {
 		c.routes[route] = nodeMetric(t, cp, n, "/metrics", "kubestream_streaming_requests_total", `route="`+route+`"`)
 	}
 	c.upstream = nodeMetric(t, cp, n, "/metrics", "kubelet_websocket_streaming_requests_total")
-	if n.flavour == "ws" {
-		c.runtime = containerdStreaming(t, n)
+	if n.native() {
+		c.runtime = runtimeStreaming(t, n)
 	}
 	return c
 }
 
 // kindRoutes checks who carried the sessions kindStreaming made on node n:
-// on ws, kubestream straight through to containerd's WebSocket server, no
-// SPDY on any leg; on skew, kubestream translating to the runtime's SPDY;
+// on ws and crio, kubestream straight through to the runtime's WebSocket
+// server (containerd's, CRI-O's), no SPDY on any leg; on skew, kubestream translating to the runtime's SPDY;
 // on stock, upstream's kubelet alone.
 func kindRoutes(t *testing.T, n kindNode, before, after kindCounts) {
 	d := map[string]float64{}
@@ -375,9 +396,9 @@ func kindRoutes(t *testing.T, n kindNode, before, after kindCounts) {
 	up := after.upstream - before.upstream
 	t.Logf("node %s (%s): kubestream sessions by route %v, upstream's counter +%v", n.name, n.flavour, d, up)
 	switch n.flavour {
-	case "ws":
+	case "ws", "crio":
 		if d["direct"] < 6 || d["translated"]+d["tunneled"]+d["proxied-spdy"]+d["proxied-websocket"] != 0 {
-			t.Errorf("on ws every session goes direct: %v", d)
+			t.Errorf("on %s every session goes direct: %v", n.flavour, d)
 		}
 		// No SPDY on any leg: the runtime's server counted v5 and the
 		// port-forward tunnel (WebSocket, named after the SPDY frames it
@@ -386,14 +407,14 @@ func kindRoutes(t *testing.T, n kindNode, before, after kindCounts) {
 		for p, v := range after.runtime {
 			rt[p] = v - before.runtime[p]
 		}
-		t.Logf("containerd's runtime-side server, requests by protocol: %v", rt)
+		t.Logf("%s's runtime-side server, requests by protocol: %v", n.runtime(), rt)
 		for p, v := range rt {
 			if p != "v5.channel.k8s.io" && p != "SPDY/3.1+portforward.k8s.io" && v > 0 {
-				t.Errorf("containerd served %v requests over %s", v, p)
+				t.Errorf("%s served %v requests over %s", n.runtime(), v, p)
 			}
 		}
 		if rt["v5.channel.k8s.io"] == 0 || rt["SPDY/3.1+portforward.k8s.io"] == 0 {
-			t.Errorf("containerd's server counted %v", rt)
+			t.Errorf("%s's server counted %v", n.runtime(), rt)
 		}
 	case "skew":
 		if d["translated"] < 6 || d["tunneled"] < 1 || d["direct"] != 0 {
@@ -418,11 +439,15 @@ func nodeMetric(t *testing.T, cp *controlPlane, n kindNode, path, name string, l
 	return sumSamples(t, r.stdout, name, labels...)
 }
 
-// containerdStreaming reads containerd's runtime-side server's requests by
-// protocol from its metrics endpoint on the node's address (the cluster's
-// own Docker network; hack/kind/files/config.toml).
-func containerdStreaming(t *testing.T, n kindNode) map[string]float64 {
-	return runtimeStreamingRequestsAt(t, "http://"+net.JoinHostPort(n.ip, "1338")+"/v1/metrics")
+// runtimeStreaming reads the runtime-side server's requests by protocol
+// from the runtime's metrics endpoint on the node's address (the cluster's
+// own Docker network; hack/kind/files/config.toml and crio.conf).
+func runtimeStreaming(t *testing.T, n kindNode) map[string]float64 {
+	path := "/v1/metrics" // containerd's
+	if n.runtime() == "crio" {
+		path = "/metrics"
+	}
+	return runtimeStreamingRequestsAt(t, "http://"+net.JoinHostPort(n.ip, "1338")+path)
 }
 
 // nodeExec runs a command in the node's container, as kind does.

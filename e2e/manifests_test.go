@@ -53,7 +53,8 @@ func TestManifests(t *testing.T) {
 		}
 		// One control plane and a worker of each flavour; each node's
 		// flavour file (mounted where the node's entrypoint reads it)
-		// exists and names a kubelet and a containerd.
+		// exists and names a kubelet and a containerd (and, on crio, the
+		// runtime that takes containerd's place).
 		var workers []string
 		for _, n := range cfg.Nodes {
 			if len(n.ExtraMounts) != 1 || n.ExtraMounts[0].ContainerPath != "/kind/flavour" || !n.ExtraMounts[0].ReadOnly {
@@ -71,8 +72,8 @@ func TestManifests(t *testing.T) {
 				workers = append(workers, flavour)
 			}
 		}
-		if strings.Join(workers, " ") != "ws skew stock" || cfg.Nodes[0].Role != "control-plane" {
-			t.Errorf("nodes: control plane first, then workers ws, skew, stock; got %+v", cfg.Nodes)
+		if strings.Join(workers, " ") != "ws skew stock crio" || cfg.Nodes[0].Role != "control-plane" {
+			t.Errorf("nodes: control plane first, then workers ws, skew, stock, crio; got %+v", cfg.Nodes)
 		}
 	})
 	t.Run("systemd", func(t *testing.T) {

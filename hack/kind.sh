@@ -3,7 +3,7 @@
 # Docker engine, with nothing pulled (manifests/kind/cluster.yaml).
 #
 #   hack/kind.sh up       build what the cluster needs (cached by its inputs) and create
-#                         cluster "kubestream": a control plane and workers ws, skew, stock;
+#                         cluster "kubestream": a control plane and workers ws, skew, stock, crio;
 #                         then exec through each worker; prints KUBECONFIG=...
 #   hack/kind.sh e2e      up, the e2e (e2e/kind_test.go) through the cluster's kubeconfig, down
 #                         (KIND_KEEP=1: the cluster stays up if the e2e passed)
@@ -29,6 +29,8 @@ KUBE_VERSION=v1.37.2
 NAME=kubestream
 
 CLUSTER=kubestream
+# The workers' flavours (hack/kind/flavours), one worker each.
+FLAVOURS="ws skew stock crio"
 NET=kubestream-kind
 KUBECONFIG_OUT=$ROOT/_output/kind/kubeconfig
 
@@ -163,7 +165,7 @@ images() {
 # hack/kube.sh build, named kubestream-kind-node:KEY, KEY a hash of every
 # input; an image of that name already built is used as it is.
 image() {
-	local b kubebin cbin wsbin crictl key name tmp f
+	local b kubebin cbin wsbin criobin crictl key name tmp f
 	b=$(base)
 	hack/containerd.sh install >&2
 	hack/containerd.sh install-ws >&2
@@ -171,10 +173,12 @@ image() {
 	hack/kube.sh kubelet >&2
 	hack/kube.sh kubelet-stock >&2
 	hack/kube.sh kubelet v1.35.4 >&2
+	hack/crio.sh install >&2
 	kubebin=$(hack/kube.sh bin)
 	cbin=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/containerd-v2.4.2/bin
 	wsbin=$(hack/containerd.sh bin 2.4-ws)
 	crictl=${KUBESTREAM_CACHE:-$HOME/.cache/kubestream}/crictl-v1.37.0/bin/crictl
+	criobin=$(hack/crio.sh bin ws)
 	# What the node runs (every kubelet a flavour of hack/kind/flavours may
 	# name, and kubeadm), and what images() packs.
 	local node=(kubectl kubeadm kubelet-stock kubelet-kubestream kubelet-kubestream-v1.35.4)
@@ -182,8 +186,9 @@ image() {
 	key=$(cat "$b.sha" 2>/dev/null || sha256sum "$b" | cut -c1-16 | tee "$b.sha")
 	key=$( {
 		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
-		cat hack/kind/entrypoint hack/kind/routes hack/kind/files/* hack/kubelet-tunables hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go internal/wiretest/reset.go
-		sha256sum "$cbin"/* "$wsbin/containerd" "$crictl" "$(coredns_bin)" "${node[@]/#/$kubebin/}" "${packed[@]/#/$kubebin/}" | cut -c1-64
+		cat hack/kind/entrypoint hack/kind/routes hack/kind/kubestream-cni hack/kind/images-load hack/kind/files/* hack/kubelet-tunables \
+			hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go hack/tools/runc-oom/*.go internal/wiretest/reset.go
+		sha256sum "$cbin"/* "$wsbin/containerd" "$criobin"/* "$crictl" "$(coredns_bin)" "${node[@]/#/$kubebin/}" "${packed[@]/#/$kubebin/}" | cut -c1-64
 	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
 	if docker image inspect "$name" >/dev/null 2>&1; then
@@ -201,7 +206,13 @@ image() {
 	cp -L "$cbin/containerd-shim-runc-v2" "$cbin/ctr" "$crictl" "$tmp/root/usr/local/bin/"
 	cp -L "${node[@]/#/$kubebin/}" "$tmp/root/usr/local/bin/"
 	ln -s /usr/local/bin/kubelet-stock "$tmp/root/usr/bin/kubelet"
-	install -m 0755 hack/kind/entrypoint "$tmp/root/usr/local/bin/"
+	install -m 0755 hack/kind/entrypoint hack/kind/images-load hack/kind/kubestream-cni "$tmp/root/usr/local/bin/"
+	# CRI-O for the crio flavour, enabled by the entrypoint on that node.
+	cp -L "$criobin/crio" "$criobin/pinns" "$tmp/root/usr/local/bin/"
+	CGO_ENABLED=0 go build -o "$tmp/root/usr/local/bin/runc-oom" ./hack/tools/runc-oom
+	install -D -m 0644 hack/kind/files/crio.conf "$tmp/root/etc/crio/crio.conf"
+	install -D -m 0644 hack/kind/files/crio-cni.json "$tmp/root/etc/crio/cni.json"
+	install -D -m 0644 hack/kind/files/storage.conf "$tmp/root/etc/containers/storage.conf"
 	install -D -m 0644 hack/kubelet-tunables "$tmp/root/usr/local/share/kubestream/kubelet-tunables"
 	cp hack/kind/files/config.toml hack/kind/files/cni-template.json "$tmp/root/etc/containerd/"
 	cp hack/kind/files/default-storage.yaml "$tmp/root/kind/manifests/"
@@ -209,6 +220,7 @@ image() {
 		cp "hack/kind/files/$f.service" "$tmp/root/etc/systemd/system/"
 		ln -s "../$f.service" "$tmp/root/etc/systemd/system/multi-user.target.wants/$f.service"
 	done
+	cp hack/kind/files/crio.service hack/kind/files/kubestream-cni.service "$tmp/root/etc/systemd/system/"
 	cp hack/kind/files/kubelet.slice "$tmp/root/etc/systemd/system/"
 	images "$tmp/root/kind/images" "$tmp/root"
 	printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\n' >"$tmp/root/etc/crictl.yaml"
@@ -368,12 +380,12 @@ up() {
 	kc -n kube-system rollout restart deployment/coredns >/dev/null
 	kc -n kube-system rollout status deployment/coredns --timeout=3m >/dev/null
 	kc get nodes -L kubestream.io/flavour
-	for flavour in ws skew stock; do
+	for flavour in $FLAVOURS; do
 		node=$(kc get nodes -l "kubestream.io/flavour=$flavour" -o jsonpath='{.items[0].metadata.name}')
 		kc run "demo-$flavour" --image=docker.io/kubestream/busybox:e2e --restart=Never \
 			--overrides="{\"spec\":{\"nodeName\":\"$node\"}}" -- sleep 3600 >/dev/null
 	done
-	for flavour in ws skew stock; do
+	for flavour in $FLAVOURS; do
 		kc wait --for=condition=Ready "pod/demo-$flavour" --timeout=2m >/dev/null
 		kc exec "demo-$flavour" -- sh -c "echo exec through the $flavour worker: \$(hostname)"
 		kc delete pod "demo-$flavour" --wait=false >/dev/null
