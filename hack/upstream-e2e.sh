@@ -2,7 +2,8 @@
 # Kubernetes' own e2e tests of the streaming path (hack/upstream-e2e/focus.txt),
 # unchanged, against each worker of the kind cluster in turn: ws (kubestream
 # on containerd with kubestream's runtime-side server), skew (kubestream in
-# the v1.35.4 kubelet on stock containerd) and stock (upstream's kubelet).
+# the v1.35.4 kubelet on stock containerd), stock (upstream's kubelet) and
+# crio (kubestream on CRI-O with kubestream's runtime-side server).
 #
 #   hack/upstream-e2e.sh build    e2e.test and ginkgo v1.37.2 (go test -c
 #                                 k8s.io/kubernetes/test/e2e, from hack/kube's
@@ -10,13 +11,13 @@
 #                                 name, cached by their inputs
 #   hack/upstream-e2e.sh run      against the running cluster (hack/kind.sh up):
 #                                 load the images into every node, then one pass
-#                                 per worker, the other two cordoned; junit
+#                                 per worker, the others cordoned; junit
 #                                 reports and the table in _output/upstream-e2e
 #   hack/upstream-e2e.sh e2e      hack/kind.sh up, run, down (make test-upstream-e2e)
 #   hack/upstream-e2e.sh list     the cases the focus selects (no cluster needed)
 #
 # No image is pulled: the cases' images are named through KUBE_TEST_REPO_LIST
-# under localhost:5000 and preloaded into each node's containerd; a pull of
+# under localhost:5000 and preloaded into each node's runtime; a pull of
 # anything else goes to the node's own loopback, where nothing listens.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +31,7 @@ KUBE_MOD=$ROOT/hack/kube
 OUT=$ROOT/_output/upstream-e2e
 KUBECONFIG_KIND=$ROOT/_output/kind/kubeconfig
 REPO=localhost:5000
-FLAVOURS=(ws skew stock)
+FLAVOURS=(ws skew stock crio)
 # ginkgo processes per pass: the cases mostly wait for pods.
 PROCS=${UPSTREAM_E2E_PROCS:-6}
 # A regular expression of cases to run on the first worker (ws) alone, to
@@ -120,13 +121,14 @@ images() {
 
 kc() { "$(hack/kube.sh bin)/kubectl" --kubeconfig "$KUBECONFIG_KIND" "$@"; }
 
-# load imports the images into every node's containerd.
+# load imports the images into every node's runtime, as the node loads its
+# own at boot (hack/kind/images-load: containerd's store, or CRI-O's).
 load() {
-	local node img
+	local node
 	for node in $(kc get nodes -o jsonpath='{.items[*].metadata.name}'); do
-		for img in "$(imagedir)"/*.tar; do
-			docker exec -i "$node" ctr -n k8s.io images import --local - <"$img" 2>&1 >/dev/null | grep -v DEPRECATION >&2 || true
-		done
+		docker exec "$node" mkdir -p /tmp/upstream-e2e-images
+		docker cp "$(imagedir)/." "$node:/tmp/upstream-e2e-images/"
+		docker exec "$node" sh -c 'images-load /tmp/upstream-e2e-images; rm -rf /tmp/upstream-e2e-images' 2>&1 | grep -v DEPRECATION >&2 || true
 	done
 }
 
@@ -145,14 +147,16 @@ node() { kc get nodes -l "kubestream.io/flavour=$1" -o jsonpath='{.items[0].meta
 # counters writes a node's ($1) streaming counters into $2/metrics-$3.txt and $2/runtime-$3.txt:
 # the kubelet's (kubestream's by route, upstream's WebSocket one, where the
 # kubelet has them), read through the apiserver, and the runtime-side
-# server's in containerd, read on the node's address in the cluster's own
-# network (hack/kind/files/config.toml), where containerd has it.
+# server's in containerd or CRI-O, read on the node's address in the
+# cluster's own network (hack/kind/files/config.toml, crio.conf), where the
+# runtime has it.
 counters() {
 	local ip
 	kc get --raw "/api/v1/nodes/$1/proxy/metrics" |
 		grep -E '^(kubestream_streaming_requests_total|kubelet_websocket_streaming_requests_total)' >"$2/metrics-$3.txt" || true
 	ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1")
-	curl -sf "http://$ip:1338/v1/metrics" | grep '^kubestream_runtime_streaming_requests_total' >"$2/runtime-$3.txt" || true
+	{ curl -sf "http://$ip:1338/v1/metrics" || curl -sf "http://$ip:1338/metrics"; } |
+		grep '^kubestream_runtime_streaming_requests_total' >"$2/runtime-$3.txt" || true
 }
 
 # pass runs the focused cases with every worker but $1's cordoned, so that
