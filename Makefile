@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
+.PHONY: run run-containerd build test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -42,6 +42,12 @@ fuzz:
 CONTAINERD_VERSIONS ?=
 test-containerd:
 	$(GUARD) hack/containerd-e2e.sh $(CONTAINERD_VERSIONS)
+
+## test-crio: crictl over WebSockets against CRI-O v1.36.3 with kubestream's runtime-side server (hack/crio.sh),
+## and against stock CRI-O, which refuses it; CRIO_BUILDS="ws" picks one.
+CRIO_BUILDS ?= ws stock
+test-crio:
+	$(GUARD) hack/crio.sh e2e $(CRIO_BUILDS)
 
 ## test-critest: critest v1.37.0's streaming cases over WebSockets against containerd with kubestream's runtime-side server (and stock, which refuses them).
 test-critest:

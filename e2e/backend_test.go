@@ -42,6 +42,9 @@ func setupBackend() error {
 		return nil
 	}
 	rt.name = "containerd " + os.Getenv("KUBESTREAM_CONTAINERD_VERSION")
+	if name := os.Getenv("KUBESTREAM_RUNTIME_NAME"); name != "" { // hack/crio.sh's
+		rt.name = name
+	}
 	rt.endpoint = ep
 	ctx := context.Background()
 	c, err := cri.Dial(ctx, ep, time.Minute)

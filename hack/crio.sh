@@ -11,6 +11,8 @@
 #                             a loopback-only CNI); writes DIR/env as hack/containerd.sh does, so
 #                             the e2e suite's runtime cases run against it
 #   hack/crio.sh down DIR     stop it and remove DIR, leaving nothing behind
+#   hack/crio.sh e2e [ws|stock...]  for each build (default both): install, up, the e2e suite's
+#                             crictl cases (WebSocket transport, stdin into a file), down
 #
 # Why v1.36.3: the proxy serves CRI-O at exact versions only, and of those
 # (v1.35.2, v1.36.1-v1.36.3 on 2026-12-06) it is the newest; v1.36.1 pins
@@ -193,7 +195,8 @@ EOF
 	cat >"$DIR/env" <<EOF
 export KUBESTREAM_CONTAINERD_ENDPOINT=unix://$DIR/crio.sock
 export KUBESTREAM_CONTAINERD_PID=$(cat "$DIR/crio.pid")
-export KUBESTREAM_CONTAINERD_VERSION="CRI-O $CRIO_VERSION ($kind)"
+export KUBESTREAM_CONTAINERD_VERSION=$CRIO_VERSION
+export KUBESTREAM_RUNTIME_NAME="CRI-O $CRIO_VERSION ($kind)"
 export KUBESTREAM_CONTAINERD_RESTART="$ROOT/hack/crio.sh restart $DIR"
 export KUBESTREAM_E2E_IMAGE=docker.io/kubestream/busybox:e2e
 export KUBESTREAM_CONTAINERD_METRICS=http://127.0.0.1:$MPORT/metrics
@@ -254,6 +257,25 @@ down() {
 	rm -rf "$DIR"
 }
 
+# e2e runs crictl's cases against each build named: on ws crictl's
+# WebSocket transport is served over v5 and counted in CRI-O's metrics; on
+# stock it gets 403 (TestCrictlWebSockets says which it expects).
+e2e() {
+	local kind dir builds=("$@")
+	[ ${#builds[@]} -gt 0 ] || builds=(ws stock)
+	for kind in "${builds[@]}"; do
+		case $kind in ws) install ws ;; stock) install stock ;; *) log "unknown build $kind"; exit 2 ;; esac
+		dir=$(mktemp -d /tmp/kubestream-crio-XXXXXX)
+		trap 'down "$dir"' EXIT
+		up "$kind" "$dir"
+		echo "== [${SECONDS}s] crictl against CRI-O $CRIO_VERSION ($kind)"
+		(cd "$ROOT" && source "$dir/env" && go test -tags containerd -count=1 -timeout 10m \
+			-run '^(TestCrictlWebSockets|TestCrictlStdinIntoFile)$' ./e2e/) || { tail -30 "$dir/crio.log" >&2; exit 1; }
+		down "$dir"
+		trap - EXIT
+	done
+}
+
 case "${1:-}" in
 install) install ws ;;
 install-stock) install stock ;;
@@ -261,5 +283,6 @@ bin) bins_for "$2" ;;
 up) up "$2" "$3" ;;
 restart) restart "$2" ;;
 down) down "$2" ;;
-*) sed -n '2,13p' "$0"; exit 2 ;;
+e2e) shift; e2e "$@" ;;
+*) sed -n '2,15p' "$0"; exit 2 ;;
 esac
