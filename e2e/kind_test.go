@@ -102,6 +102,9 @@ func TestKind(t *testing.T) {
 			kindStreaming(t, cp, pod)
 			after := kindMetrics(t, cp, n)
 			kindRoutes(t, n, before, after)
+			if n.native() {
+				t.Run("crictl-websocket", func(t *testing.T) { kindCrictlWebSocket(t, n, pod) })
+			}
 		})
 	}
 
@@ -437,6 +440,26 @@ func nodeMetric(t *testing.T, cp *controlPlane, n kindNode, path, name string, l
 		return 0
 	}
 	return sumSamples(t, r.stdout, name, labels...)
+}
+
+// kindCrictlWebSocket: crictl's own WebSocket transport on the node, straight
+// at the runtime's streaming server (no kubelet): served over v5 by the
+// runtime-side server in containerd and in CRI-O alike, exit code included.
+func kindCrictlWebSocket(t *testing.T, n kindNode, pod string) {
+	id := strings.TrimSpace(nodeExec(t, n, "crictl", "ps", "-q", "--name", "^app$", "--label", "io.kubernetes.pod.name="+pod))
+	if id == "" {
+		t.Fatalf("no app container of %s on %s", pod, n.name)
+	}
+	before := runtimeStreaming(t, n)
+	out, err := exec.Command("docker", "exec", n.name, "crictl", "exec", "-r", "websocket", id,
+		"sh", "-c", "echo over websocket; exit 3").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "over websocket") || !strings.Contains(string(out), "exit code 3") {
+		t.Fatalf("crictl exec -r websocket on %s: %v: %s", n.name, err, out)
+	}
+	after := runtimeStreaming(t, n)
+	if d := after["v5.channel.k8s.io"] - before["v5.channel.k8s.io"]; d != 1 {
+		t.Errorf("%s's server counted %v v5 sessions for one crictl exec (%v)", n.runtime(), d, after)
+	}
 }
 
 // runtimeStreaming reads the runtime-side server's requests by protocol

@@ -31,7 +31,10 @@ KUBE_MOD=$ROOT/hack/kube
 OUT=$ROOT/_output/upstream-e2e
 KUBECONFIG_KIND=$ROOT/_output/kind/kubeconfig
 REPO=localhost:5000
-FLAVOURS=(ws skew stock crio)
+# The cluster's workers, and those a run passes over (UPSTREAM_E2E_FLAVOURS
+# picks some; the others stay cordoned through every pass).
+WORKERS=(ws skew stock crio)
+read -r -a FLAVOURS <<<"${UPSTREAM_E2E_FLAVOURS:-${WORKERS[*]}}"
 # ginkgo processes per pass: the cases mostly wait for pods.
 PROCS=${UPSTREAM_E2E_PROCS:-6}
 # A regular expression of cases to run on the first worker (ws) alone, to
@@ -165,7 +168,7 @@ pass() {
 	local flavour=$1 target f n bin skip=()
 	bin=$(bindir)
 	target=$(node "$flavour")
-	for f in "${FLAVOURS[@]}"; do
+	for f in "${WORKERS[@]}"; do
 		n=$(node "$f")
 		if [ "$f" = "$flavour" ]; then kc uncordon "$n" >/dev/null; else kc cordon "$n" >/dev/null; fi
 	done
@@ -186,7 +189,7 @@ pass() {
 		>"$OUT/$flavour/e2e.log" 2>&1 || rc=$?
 	tail -n 25 "$OUT/$flavour/e2e.log" | grep -E '^(Ran|PASS|FAIL|Ginkgo ran|Test Suite)|Summarizing|\[FAIL\]' >&2 || true
 	counters "$target" "$OUT/$flavour" after
-	for f in "${FLAVOURS[@]}"; do kc uncordon "$(node "$f")" >/dev/null; done
+	for f in "${WORKERS[@]}"; do kc uncordon "$(node "$f")" >/dev/null; done
 	return 0 # the table decides (a case may fail on every node)
 }
 
