@@ -119,7 +119,7 @@ install() { # install ws|stock
 
 # config writes the hermetic CRI-O's configuration: every path under $DIR,
 # vfs storage (overlay would mount on the host), cgroupfs, runc through
-# runc-oom, the loopback CNI of the e2e setup, metrics on loopback.
+# runc-fit, the loopback CNI of the e2e setup, metrics on loopback.
 config() {
 	cat <<EOF
 [crio]
@@ -145,7 +145,7 @@ container_attach_socket_dir = "$DIR/attach"
 default_mounts_file = "$DIR/mounts.conf"
 hooks_dir = []
 [crio.runtime.runtimes.runc]
-runtime_path = "$DIR/bin/runc-oom"
+runtime_path = "$DIR/bin/runc-fit"
 runtime_type = "oci"
 runtime_root = "$DIR/runc"
 monitor_path = "$(command -v conmon)"
@@ -174,7 +174,7 @@ up() { # up ws|stock DIR
 	mkdir -p "$DIR"/{root,runroot,logs,ns,exits,attach,runc,bin,cni/bin,cni/conf,images,crio.conf.d}
 	PORT=$(freeport)
 	MPORT=$(freeport)
-	(cd "$ROOT" && go build -o "$DIR/bin/runc-oom" ./hack/tools/runc-oom &&
+	(cd "$ROOT" && go build -o "$DIR/bin/runc-fit" ./hack/tools/runc-fit &&
 		go build -o "$DIR/cni/bin/loopback" ./hack/tools/cni-loopback)
 	cat >"$DIR/cni/conf/10-kubestream.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "kubestream-e2e", "plugins": [{"type": "loopback"}]}

@@ -187,7 +187,7 @@ image() {
 	key=$( {
 		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
 		cat hack/kind/entrypoint hack/kind/routes hack/kind/kubestream-cni hack/kind/images-load hack/kind/files/* hack/kubelet-tunables \
-			hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go hack/tools/runc-oom/*.go internal/wiretest/reset.go
+			hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go hack/tools/runc-fit/*.go internal/wiretest/reset.go
 		sha256sum "$cbin"/* "$wsbin/containerd" "$criobin"/* "$crictl" "$(coredns_bin)" "${node[@]/#/$kubebin/}" "${packed[@]/#/$kubebin/}" | cut -c1-64
 	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
@@ -209,7 +209,7 @@ image() {
 	install -m 0755 hack/kind/entrypoint hack/kind/images-load hack/kind/kubestream-cni "$tmp/root/usr/local/bin/"
 	# CRI-O for the crio flavour, enabled by the entrypoint on that node.
 	cp -L "$criobin/crio" "$criobin/pinns" "$tmp/root/usr/local/bin/"
-	CGO_ENABLED=0 go build -o "$tmp/root/usr/local/bin/runc-oom" ./hack/tools/runc-oom
+	CGO_ENABLED=0 go build -o "$tmp/root/usr/local/bin/runc-fit" ./hack/tools/runc-fit
 	install -D -m 0644 hack/kind/files/crio.conf "$tmp/root/etc/crio/crio.conf"
 	install -D -m 0644 hack/kind/files/crio-cni.json "$tmp/root/etc/crio/cni.json"
 	install -D -m 0644 hack/kind/files/storage.conf "$tmp/root/etc/containers/storage.conf"
