@@ -167,4 +167,3 @@ func (s *Server) watchPod(ctx context.Context, r *http.Request, sandbox string, 
 }
 
 var _ portmux.UDPDialer = netns.Namespace{}
-

@@ -73,8 +73,8 @@ type ServeOptions struct {
 	// Reverse and UDP port-forward (kubestream's own modes).
 	PortForwardMaxConnections int
 	PortForwardUDPIdleTimeout time.Duration
-	SessionRecordingDir        string
-	SessionRecordingStdin      bool
+	SessionRecordingDir       string
+	SessionRecordingStdin     bool
 	// Audit log, the apiserver's flags.
 	AuditLogPath                                       string
 	AuditLogMaxSize, AuditLogMaxBackup, AuditLogMaxAge int
