@@ -190,7 +190,7 @@ func (m *mux) stopOnContext(ctx context.Context) {
 	}
 }
 
-// go_ starts a goroutine the session owns.
+// spawn starts a goroutine the session owns (counted in wg).
 func (m *mux) spawn(f func()) {
 	m.wg.Add(1)
 	go func() {
