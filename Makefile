@@ -33,7 +33,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
 	translator:FuzzFrameFollowers internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
 	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder internal/spdy:FuzzReader \
-	recording:FuzzPlainUntil
+	recording:FuzzPlainUntil portmux:FuzzParseFrame
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 

@@ -68,8 +68,12 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 		return nil, status.Errorf(codes.NotFound, "pod sandbox %q not found", req.PodSandboxId)
 	}
 	p := sb.proto()
+	// The reference runtime's pods are processes of this host: they share
+	// its network namespace, as host-network pods do.
+	host := &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
+		Options: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}}
 	return &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{
-		Id: p.Id, Metadata: p.Metadata, State: p.State, CreatedAt: p.CreatedAt, Labels: p.Labels,
+		Id: p.Id, Metadata: p.Metadata, State: p.State, CreatedAt: p.CreatedAt, Labels: p.Labels, Linux: host,
 	}}, nil
 }
 

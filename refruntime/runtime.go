@@ -299,3 +299,18 @@ func (sb *sandbox) labels() map[string]string {
 }
 
 var errNotRunning = errors.New("container is not running")
+
+// ForgetPod drops a pod's sandbox as a runtime does once the kubelet has
+// removed it, so CRI no longer finds it (tests: a pod deleted mid-session);
+// its containers run on until Stop. It says whether the pod was there.
+func (r *Runtime) ForgetPod(namespace, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, sb := range r.sandboxes {
+		if sb.spec.Namespace == namespace && sb.spec.Name == name {
+			delete(r.sandboxes, id)
+			return true
+		}
+	}
+	return false
+}

@@ -12,7 +12,7 @@ import (
 // decide classifies the request and marks the WebSockets kubestream would
 // translate or tunnel as candidates for the runtime's own WebSocket support.
 func (s *Server) decide(r *http.Request, sub string) decision {
-	d := classify(r, sub, s.webSocketsEnabled())
+	d := classify(r, sub, s.webSocketsEnabled(), s.modesEnabled())
 	// Whether this pod's runtime handler refused lately is known only
 	// after its lookup (offerDirect).
 	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) && s.direct.auto()

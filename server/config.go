@@ -99,6 +99,11 @@ type Config struct {
 	// kubelet: "the kubelet is stopping"); empty, that the node's
 	// streaming server is shutting down.
 	ShutdownMessage string
+	// Sandboxes, with Lookup, lets the node serve kubestream's own
+	// reverse and UDP port-forward (a pod's network namespace and whether
+	// it still exists); nil: those modes are not served or offered.
+	Sandboxes        cri.Sandboxes
+	PortForwardModes PortForwardModes
 	// RuntimeReady, when set, is /healthz's runtime check.
 	RuntimeReady func(context.Context) error
 }

@@ -28,6 +28,8 @@ type Metrics struct {
 	duration       *metrics.HistogramVec
 	bytes          *metrics.CounterVec
 	probes         *metrics.CounterVec
+	// modeConns: reverse connections and UDP associations.
+	modeConns *metrics.CounterVec
 }
 
 // NewMetrics declares the metrics and registers them (and the Go runtime's
@@ -91,6 +93,11 @@ func NewMetrics() *Metrics {
 			Help:           "Forwarded connections the pod reset (connection-reset) or broke (broken-pipe) mid-stream, by route: each ended alone, its data stream reset and nothing on its error stream, the port-forward going on.",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"route", "reason"}),
+		modeConns: metrics.NewCounterVec(&metrics.CounterOpts{
+			Name:           "kubestream_portforward_mode_connections_total",
+			Help:           "Connections (reverse-portforward) and UDP associations (udp-portforward) of kubestream's own port-forward modes, by mode and result (opened, refused: over the per-session cap).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"mode", "result"}),
 		recordingFails: metrics.NewCounter(&metrics.CounterOpts{
 			Name:           "kubestream_session_recording_failures_total",
 			Help:           "Terminal recordings that could not start or were cut short (a full or read-only disk, a disk slower than the session); the session went on.",
@@ -108,7 +115,7 @@ func NewMetrics() *Metrics {
 // inside a kubelet, legacyregistry.MustRegister, so they appear on the
 // kubelet's /metrics. Call it once per registry.
 func (m *Metrics) RegisterWith(register func(...metrics.Registerable)) {
-	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped, m.recordingFails, m.resets)
+	register(m.requests, m.failures, m.active, m.duration, m.bytes, m.probes, m.tlsFails, m.limited, m.evicted, m.dropped, m.recordingFails, m.resets, m.modeConns)
 }
 
 // resetCounter counts a route's forwarded connections the pod reset

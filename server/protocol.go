@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/kubestream/kubestream/portmux"
 )
 
 // Route is what kubestream does with a streaming request.
@@ -26,6 +28,9 @@ const (
 	RouteProxiedSPDY      Route = "proxied-spdy"      // SPDY passed through unchanged
 	RouteProxiedWebSocket Route = "proxied-websocket" // legacy WebSocket passed through unchanged
 	RouteRejected         Route = "rejected"
+	// kubestream's own port-forward modes (portmux), served by the node.
+	RouteReverse Route = "reverse-portforward"
+	RouteUDP     Route = "udp-portforward"
 )
 
 // Subresources of the kubelet API that stream.
@@ -60,7 +65,8 @@ type decision struct {
 
 // classify decides from headers alone, before any CRI call, so a request
 // kubestream cannot serve never costs the runtime anything.
-func classify(req *http.Request, subresource string, webSockets bool) decision {
+// modes: the node serves portmux's reverse and UDP port-forward.
+func classify(req *http.Request, subresource string, webSockets, modes bool) decision {
 	if !httpstream.IsUpgradeRequest(req) {
 		return decision{route: RouteRejected, status: http.StatusBadRequest,
 			message: "Upgrade request required: " + subresource + " streams over a WebSocket or SPDY/3.1 upgrade"}
@@ -68,7 +74,7 @@ func classify(req *http.Request, subresource string, webSockets bool) decision {
 	upgrade := strings.ToLower(req.Header.Get(httpstream.HeaderUpgrade))
 	switch {
 	case strings.Contains(upgrade, "websocket"):
-		return classifyWebSocket(req, subresource, webSockets)
+		return classifyWebSocket(req, subresource, webSockets, modes)
 	case strings.Contains(upgrade, "spdy/3.1"):
 		return classifySPDY(req, subresource)
 	}
@@ -76,7 +82,7 @@ func classify(req *http.Request, subresource string, webSockets bool) decision {
 		message: "unsupported upgrade " + req.Header.Get(httpstream.HeaderUpgrade) + "; want websocket or SPDY/3.1"}
 }
 
-func classifyWebSocket(req *http.Request, subresource string, webSockets bool) decision {
+func classifyWebSocket(req *http.Request, subresource string, webSockets, modes bool) decision {
 	if msg := handshakeFault(req); msg != "" {
 		// Refused before the CRI call: a runtime URL is single-use and
 		// runtimes hold at most 1,000, so a malformed handshake must not
@@ -90,6 +96,19 @@ func classifyWebSocket(req *http.Request, subresource string, webSockets bool) d
 	if subresource == PortForward {
 		native, legacy = portforward.WebsocketsSPDYTunnelingPortForwardV1, legacyWebSocketPF
 		nativeRoute = RouteTunneled
+	}
+	modes = modes && subresource == PortForward
+	if modes {
+		// Chosen by subprotocol alone: the apiserver passes these upgrades
+		// through unchanged and keeps only the port query.
+		for _, p := range offered {
+			switch p {
+			case portmux.ReverseProtocol:
+				return decision{route: RouteReverse, protocol: p}
+			case portmux.UDPProtocol:
+				return decision{route: RouteUDP, protocol: p}
+			}
+		}
 	}
 	if webSockets && slices.Contains(offered, native) {
 		return decision{route: nativeRoute, protocol: native}
@@ -111,6 +130,9 @@ func classifyWebSocket(req *http.Request, subresource string, webSockets bool) d
 	accepted := legacy[1:]
 	if webSockets {
 		accepted = append([]string{native}, accepted...)
+	}
+	if modes {
+		accepted = append(slices.Clip(accepted), portmux.ReverseProtocol, portmux.UDPProtocol)
 	}
 	return decision{route: RouteRejected, status: http.StatusForbidden, accepted: accepted,
 		message: "unsupported WebSocket subprotocols " + strings.Join(offered, ", ")}

@@ -36,6 +36,10 @@ func TestClassify(t *testing.T) {
 		{"tunnel with the gate off is passed on", PortForward, ws("SPDY/3.1+portforward.k8s.io"), false, RouteProxiedWebSocket, 0},
 		{"legacy port-forward websocket", PortForward, ws("v4.channel.k8s.io"), true, RouteProxiedWebSocket, 0},
 		{"remotecommand protocol on port-forward", PortForward, ws("v5.channel.k8s.io"), true, RouteRejected, 403},
+		{"reverse", PortForward, ws("v1.reverse.portforward.kubestream.io"), true, RouteReverse, 0},
+		{"udp", PortForward, ws("v1.udp.portforward.kubestream.io"), true, RouteUDP, 0},
+		{"reverse on exec", Exec, ws("v1.reverse.portforward.kubestream.io"), true, RouteRejected, 403},
+		{"reverse where the node cannot serve it", PortForward, ws("v1.reverse.portforward.kubestream.io"), false, RouteRejected, 403},
 		{"spdy v4", Exec, spdy("v4.channel.k8s.io"), true, RouteProxiedSPDY, 0},
 		{"spdy list from the apiserver", Exec, spdy("v5.channel.k8s.io, v4.channel.k8s.io, v3.channel.k8s.io"), true, RouteProxiedSPDY, 0},
 		{"spdy v5 only", Exec, spdy("v5.channel.k8s.io"), true, RouteRejected, 403},
@@ -56,7 +60,7 @@ func TestClassify(t *testing.T) {
 				req.Method = http.MethodPost
 			}
 			req.Header = tc.hdr
-			d := classify(req, tc.sub, tc.gate)
+			d := classify(req, tc.sub, tc.gate, tc.gate)
 			if d.route != tc.route || d.status != tc.status {
 				t.Fatalf("got %s/%d (%s), want %s/%d", d.route, d.status, d.message, tc.route, tc.status)
 			}

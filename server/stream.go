@@ -45,6 +45,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sub string)
 	q.describe(ss.ev)
 	ctx := klog.NewContext(r.Context(), klog.FromContext(r.Context()).WithValues(q.logValues()...))
 	r = r.WithContext(ctx)
+	if route == RouteReverse || route == RouteUDP { // the node's own: no runtime URL
+		if l, ok := s.openModes(w, r, ss, q, route); ok {
+			s.run(w, r, ss, l)
+		}
+		return
+	}
 	u, err := q.runtimeURL(ctx, s.cfg.URLs)
 	if err != nil {
 		ss.refuse(w, r, cri.HTTPStatus(err), err)
@@ -112,6 +118,8 @@ func (s *Server) answerClient(w http.ResponseWriter, r *http.Request, ss *sessio
 		return s.handshake(w, r, ss, s.rcUpgrader, nil)
 	case tunnelLegs:
 		return s.handshake(w, r, ss, s.pfUpgrader, l.runtime)
+	case modeLegs:
+		return s.handshakeModes(w, r, ss, l)
 	case takenOver:
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -164,6 +172,8 @@ func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs
 			o.endedBy = "node"
 		}
 		return o
+	case modeLegs:
+		return s.carryModes(ctx, r, l, c.ws)
 	case tunnelLegs:
 		res := translator.ServeTunnel(ctx, c.ws, l.runtime, cfg)
 		return outcome{bytes: map[string]uint64{"tunnel-up": res.BytesUp, "tunnel-down": res.BytesDown}, err: res.Err}

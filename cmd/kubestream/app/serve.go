@@ -70,8 +70,11 @@ type ServeOptions struct {
 	ShutdownMessage            string
 	MaxStreamingSessions       int
 	MaxStreamingSessionsPerPod int
-	SessionRecordingDir        string
-	SessionRecordingStdin      bool
+	// Reverse and UDP port-forward (kubestream's own modes).
+	PortForwardMaxConnections int
+	PortForwardUDPIdleTimeout time.Duration
+	SessionRecordingDir       string
+	SessionRecordingStdin     bool
 	// Audit log, the apiserver's flags.
 	AuditLogPath                                       string
 	AuditLogMaxSize, AuditLogMaxBackup, AuditLogMaxAge int
@@ -99,6 +102,8 @@ func NewServeOptions() *ServeOptions {
 		TLSReloadPeriod:                10 * time.Second,
 		IdleConnectionTimeout:          idleConnTimeout(),
 		RequestReadTimeout:             time.Minute,
+		PortForwardMaxConnections:      128,
+		PortForwardUDPIdleTimeout:      time.Minute,
 	}
 }
 
@@ -119,6 +124,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.AuditLogMaxBackup, "audit-log-maxbackup", o.AuditLogMaxBackup, "Most rotated audit logs to keep (0: all).")
 	fs.IntVar(&o.AuditLogMaxAge, "audit-log-maxage", o.AuditLogMaxAge, "Most days to keep rotated audit logs (0: no limit).")
 	fs.IntVar(&o.MaxStreamingSessionsPerPod, "max-streaming-sessions-per-pod", o.MaxStreamingSessionsPerPod, "Most concurrent streaming sessions per pod; more get 429 with Retry-After. 0: no per-pod limit.")
+	fs.IntVar(&o.PortForwardMaxConnections, "port-forward-max-connections", o.PortForwardMaxConnections, "Most concurrent connections of one reverse port-forward session, or UDP associations of one UDP port-forward session; more are reset (reverse) or refused (UDP). 0: no cap.")
+	fs.DurationVar(&o.PortForwardUDPIdleTimeout, "port-forward-udp-idle-timeout", o.PortForwardUDPIdleTimeout, "A UDP port-forward association with no datagram either way for this long is closed.")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "Clients must present a certificate signed by one of these CAs (the apiserver's kubelet client certificate); others get 401.")
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "The CRI endpoint, e.g. unix:///run/containerd/containerd.sock. Empty starts the embedded reference runtime.")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every CRI call.")
@@ -218,6 +225,9 @@ func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
 		RuntimeReady:          client.Ready,
 		Limits:                server.Limits{MaxSessions: o.MaxStreamingSessions, MaxSessionsPerPod: o.MaxStreamingSessionsPerPod},
 		ShutdownMessage:       o.ShutdownMessage,
+		Sandboxes:             client,
+		PortForwardModes: server.PortForwardModes{MaxConnections: o.PortForwardMaxConnections,
+			UDPIdleTimeout: o.PortForwardUDPIdleTimeout},
 	}
 	if cfg.Limits.MaxSessions == 0 {
 		cfg.Limits.MaxSessions = server.DefaultMaxSessions()

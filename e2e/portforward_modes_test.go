@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	pfapp "github.com/kubestream/kubestream/cmd/kubectl-kubestream/app"
+	"github.com/kubestream/kubestream/cmd/kubestream/app"
+	"github.com/kubestream/kubestream/portmux"
+)
+
+// On the reference runtime a pod's network is the host's loopback, so
+// "inside the pod" is 127.0.0.1 here.
+func requireReferenceRuntime(t *testing.T) {
+	if rt.endpoint != "" {
+		t.Skip("the pod's network is this host's only on the embedded reference runtime")
+	}
+}
+
+func freePort(t *testing.T, network string) uint16 {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// modeSession runs the plugin's client against the node until stop.
+type modeSession struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (n *node) startMode(t *testing.T, pod string, o pfapp.Options, ports ...uint16) *modeSession {
+	t.Helper()
+	q := url.Values{}
+	for _, p := range ports {
+		q.Add("port", fmt.Sprint(p))
+	}
+	u, _ := url.Parse(n.run.URL + "/portForward/default/" + pod + "?" + q.Encode())
+	ready := make(chan uint16, len(ports))
+	o.Pod, o.Ready = pod, ready
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &modeSession{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- pfapp.Run(ctx, n.restConfig(), u, o) }()
+	for range ports {
+		select {
+		case <-ready:
+		case err := <-s.done:
+			t.Fatalf("session ended before it was ready: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("session not ready")
+		}
+	}
+	return s
+}
+
+func (s *modeSession) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("session: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("session did not end")
+	}
+}
+
+// TestReversePortForward: 100 HTTP requests, 10 at once, made inside the
+// pod reach a local server through the reverse listener, every body
+// intact; a local service that refuses ends its own connections alone.
+func TestReversePortForward(t *testing.T) {
+	requireReferenceRuntime(t)
+	n := startNode(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.URL.Path, strings.Repeat(r.URL.Path, 2000))
+	}))
+	defer srv.Close()
+	localPort := srv.Listener.Addr().(*net.TCPAddr).Port
+	refused := freePort(t, "tcp") // nothing listens there
+	podHTTP, podRefused := freePort(t, "tcp"), freePort(t, "tcp")
+	var out bytes.Buffer
+	s := n.startMode(t, "demo", pfapp.Options{Reverse: true, Out: &syncWriter{w: &out},
+		Mappings: []string{fmt.Sprintf("%d:%d", podHTTP, localPort), fmt.Sprintf("%d:%d", podRefused, refused)}}, podHTTP, podRefused)
+
+	get := func(i int) error {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+		path := fmt.Sprintf("/r%d", i)
+		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d%s", podHTTP, path))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if want := path + " " + strings.Repeat(path, 2000); err != nil || string(body) != want {
+			return fmt.Errorf("request %d: %d bytes, %v", i, len(body), err)
+		}
+		return nil
+	}
+	sem := make(chan struct{}, 10)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { defer wg.Done(); defer func() { <-sem }(); errs <- get(i) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // the refused port's connections end, its listener stays
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", podRefused))
+		if err != nil {
+			t.Fatalf("the listener went away after a refused connection: %v", err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if ne, ok := err.(net.Error); err == nil || (ok && ne.Timeout()) {
+			t.Fatalf("a connection the local service refused did not end: %v", err)
+		}
+		if err := get(1000); err != nil {
+			t.Fatalf("the other port after a refusal: %v", err)
+		}
+	}
+	s.stop(t)
+	for _, want := range []string{fmt.Sprintf("Forwarding from pod/demo:%d -> 127.0.0.1:%d", podHTTP, localPort),
+		fmt.Sprintf("Handling connection for %d", localPort)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", podHTTP)); err == nil {
+		t.Error("the pod's listener outlived the session")
+	}
+	n.waitIdle(10 * time.Second)
+}
+
+// TestUDPPortForward: 1,000 datagrams of mixed sizes up to 64 KiB each
+// come back from an echo server in the pod whole.
+func TestUDPPortForward(t *testing.T) {
+	requireReferenceRuntime(t)
+	n := startNode(t)
+	echo, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			k, from, err := echo.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			_, _ = echo.WriteToUDP(buf[:k], from)
+		}
+	}()
+	podPort := uint16(echo.LocalAddr().(*net.UDPAddr).Port)
+	local := freePort(t, "udp")
+	s := n.startMode(t, "demo", pfapp.Options{Mappings: []string{fmt.Sprintf("%d:%d", local, podPort)}}, podPort)
+	peer, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(local)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	rng := rand.New(rand.NewSource(47))
+	buf := make([]byte, 1<<17)
+	for i := range 1000 {
+		size := 1 + rng.Intn(portmux.MaxDatagram)
+		if i%3 == 0 {
+			size = 1 + rng.Intn(1500)
+		}
+		d := make([]byte, size)
+		rng.Read(d)
+		ok := false
+		for try := 0; try < 5 && !ok; try++ { // UDP may drop; a lost one is sent again
+			if _, err := peer.Write(d); err != nil {
+				t.Fatal(err)
+			}
+			_ = peer.SetReadDeadline(time.Now().Add(2 * time.Second))
+			k, err := peer.Read(buf)
+			if err != nil {
+				continue
+			}
+			if !bytes.Equal(buf[:k], d) {
+				t.Fatalf("datagram %d: sent %d bytes, got %d back", i, size, k)
+			}
+			ok = true
+		}
+		if !ok {
+			t.Fatalf("datagram %d (%d bytes) never came back", i, size)
+		}
+	}
+	s.stop(t)
+	n.waitIdle(10 * time.Second)
+}
+
+// TestPortForwardModesRefusals: a port in use is an HTTP error before any
+// session; a stock kubelet's 403 is told apart from kubestream's; the
+// node's 403 offers the modes; a deleted pod ends the session, said.
+func TestPortForwardModesRefusals(t *testing.T) {
+	requireReferenceRuntime(t)
+	n := startNode(t, func(o *app.ServeOptions) { o.ReferencePods = append(o.ReferencePods, "default/doomed/c=sleep 3600") })
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port := uint16(busy.Addr().(*net.TCPAddr).Port)
+	u, _ := url.Parse(fmt.Sprintf("%s/portForward/default/demo?port=%d", n.run.URL, port))
+	err = pfapp.Run(context.Background(), n.restConfig(), u, pfapp.Options{Reverse: true, Mappings: []string{fmt.Sprint(port)}})
+	if err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("a port in use: %v", err)
+	}
+
+	stock := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusForbidden) }))
+	defer stock.Close()
+	su, _ := url.Parse(stock.URL + "/portForward/default/demo?port=80")
+	var ns *pfapp.NotServedError
+	if err := pfapp.Run(context.Background(), n.restConfig(), su, pfapp.Options{Mappings: []string{"80"}}); !errors.As(err, &ns) {
+		t.Fatalf("a stock kubelet's 403: %v, want NotServedError", err)
+	}
+
+	d := websocket.Dialer{TLSClientConfig: n.tlsConfig(n.certs.ClientCert, n.certs.ClientKey), Subprotocols: []string{"v9.nothing"}}
+	_, resp, err := d.Dial("wss"+strings.TrimPrefix(n.run.URL, "https")+"/portForward/default/demo?port=80", nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an unknown subprotocol: %v", err)
+	}
+	resp.Body.Close()
+	if acc := resp.Header.Get("X-Accepted-Stream-Protocol-Versions"); !strings.Contains(acc, portmux.ReverseProtocol) || !strings.Contains(acc, portmux.UDPProtocol) {
+		t.Fatalf("403 accepted list %q lacks the modes", acc)
+	}
+
+	podPort := freePort(t, "tcp")
+	s := n.startMode(t, "doomed", pfapp.Options{Reverse: true, Mappings: []string{fmt.Sprintf("%d:%d", podPort, freePort(t, "tcp"))}}, podPort)
+	if !n.run.Runtime.ForgetPod("default", "doomed") {
+		t.Fatal("no pod default/doomed to delete")
+	}
+	var se *portmux.SessionError
+	select {
+	case err := <-s.done:
+		if !errors.As(err, &se) || se.Message != "pod default/doomed was deleted" {
+			t.Fatalf("session ended with %v, want the pod's deletion", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session outlived its pod")
+	}
+	n.waitIdle(10 * time.Second)
+}
+
+// syncWriter serialises the session's output lines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,99 @@
+// Package netns creates sockets inside another network namespace: a TCP
+// listener or a connected UDP socket made by a thread that entered the
+// namespace keeps it after the thread leaves, so the rest of the process
+// uses it as any other socket.
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Namespace is a network namespace by path (/var/run/netns/…,
+// /proc/PID/ns/net); "" is the process's own (host-network pods, the
+// embedded reference runtime).
+type Namespace struct{ Path string }
+
+// ErrPortInUse is the cause when a listener's port is taken in the namespace.
+var ErrPortInUse = errors.New("port already in use")
+
+// ListenTCP listens on host:port in the namespace (host "" : 127.0.0.1, the
+// pod's loopback, so only the pod's own processes reach it).
+func (ns Namespace) ListenTCP(host string, port uint16) (net.Listener, error) {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	var l net.Listener
+	err := ns.do(func() error {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listening on %s in the pod's network namespace: %w", addr, ErrPortInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s in the pod's network namespace: %w", addr, err)
+	}
+	return l, nil
+}
+
+// DialUDP makes a UDP socket connected to 127.0.0.1:port in the namespace.
+func (ns Namespace) DialUDP(port uint16) (*net.UDPConn, error) {
+	var c *net.UDPConn
+	err := ns.do(func() error {
+		var err error
+		c, err = net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("UDP socket to port %d in the pod's network namespace: %w", port, err)
+	}
+	return c, nil
+}
+
+// do runs f on a locked OS thread inside the namespace. The thread goes
+// back to its own namespace after; if it cannot, it stays locked, so the
+// runtime ends it with the goroutine instead of reusing it elsewhere.
+func (ns Namespace) do(f func() error) error {
+	if ns.Path == "" {
+		return f()
+	}
+	target, err := os.Open(ns.Path)
+	if err != nil {
+		return fmt.Errorf("opening network namespace: %w", err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("opening this thread's network namespace: %w", err)
+			return
+		}
+		defer self.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("entering network namespace %s: %w", ns.Path, err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("leaving network namespace %s: %w", ns.Path, err)) // the thread stays locked and dies
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}

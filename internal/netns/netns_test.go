@@ -1,0 +1,145 @@
+package netns
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// newNamespace creates a throwaway network namespace, its loopback up,
+// bind-mounted on a temporary file; it is unmounted and removed after.
+func newNamespace(t *testing.T) Namespace {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace")
+	}
+	path := filepath.Join(t.TempDir(), "net")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		if err := loopbackUp(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, "")
+	}()
+	if err := <-errc; err != nil {
+		t.Skipf("cannot create a network namespace here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test namespace: %v", err)
+		}
+	})
+	return Namespace{Path: path}
+}
+
+// loopbackUp sets lo up in the calling thread's namespace (ioctl, not /proc/sys).
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+func TestListenerLivesInTheNamespace(t *testing.T) {
+	ns := newNamespace(t)
+	l, err := ns.ListenTCP("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	// Not from here: this namespace's loopback is another one.
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("the pod's listener on %s is reachable from the test's namespace", addr)
+	}
+	// From inside, yes.
+	err = ns.do(func() error {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("dialling the listener from inside: %v", err)
+	}
+	<-accepted
+	// The same port again is a clear error.
+	if _, err := ns.ListenTCP("", port); !errors.Is(err, ErrPortInUse) {
+		t.Fatalf("second listener on port %d: %v, want ErrPortInUse", port, err)
+	}
+}
+
+func TestUDPSocketLivesInTheNamespace(t *testing.T) {
+	ns := newNamespace(t)
+	var srv *net.UDPConn
+	if err := ns.do(func() error {
+		var err error
+		srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	port := uint16(srv.LocalAddr().(*net.UDPAddr).Port)
+	c, err := ns.DialUDP(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	n, _, err := srv.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "ping" {
+		t.Fatalf("datagram inside the namespace: %q %v", buf[:n], err)
+	}
+}
+
+func TestCurrentNamespace(t *testing.T) {
+	l, err := Namespace{}.ListenTCP("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatalf("empty path must be this namespace: %v", err)
+	}
+	c.Close()
+}

@@ -1,0 +1,189 @@
+package portmux
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// A local service that resets one connection: that connection ends alone
+// (the pod side sees it end), the others and the listener go on.
+func TestResetOneConnectionLeavesOthers(t *testing.T) {
+	noLeaks(t)
+	local := serveLocal(t, func(i int, c net.Conn) {
+		if i == 0 {
+			buf := make([]byte, 1)
+			_, _ = c.Read(buf)
+			closeConn(c, true) // RST
+			return
+		}
+		echo(i, c)
+	})
+	l, port := listen(t)
+	ready := make(chan uint16, 1)
+	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
+		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
+	waitReady(t, ready, 1)
+
+	victim, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Close()
+	if _, err := victim.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// The local reset comes through as a reset (or an end): not a timeout.
+	_, err = io.ReadAll(victim)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the reset connection did not end")
+	}
+	for range 3 {
+		if err := roundTrip(l.Addr().String(), bytes.Repeat([]byte("after"), 1000)); err != nil {
+			t.Fatalf("after one reset: %v", err)
+		}
+	}
+	if res := p.stop(t); res.Err != nil || res.Conns != 4 {
+		t.Errorf("node result %+v", res)
+	}
+}
+
+// A local service that never reads: the client end buffers at most one
+// window for that connection, and another connection is unaffected.
+func TestWindowBoundsASlowLocalService(t *testing.T) {
+	noLeaks(t)
+	stuck := make(chan struct{})
+	local := serveLocal(t, func(i int, c net.Conn) {
+		if i == 0 {
+			<-stuck // reads nothing until the end
+			c.Close()
+			return
+		}
+		echo(i, c)
+	})
+	l, port := listen(t)
+	ready := make(chan uint16, 1)
+	ccfg := ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}
+	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}}, ccfg, ReverseProtocol)
+	waitReady(t, ready, 1)
+	slow, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	written := make(chan int, 1)
+	go func() {
+		n := 0
+		chunk := make([]byte, 64<<10)
+		_ = slow.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		for {
+			m, err := slow.Write(chunk)
+			n += m
+			if err != nil {
+				written <- n
+				return
+			}
+		}
+	}()
+	if err := roundTrip(l.Addr().String(), bytes.Repeat([]byte("z"), 1<<20)); err != nil {
+		t.Fatalf("a second connection beside a stuck one: %v", err)
+	}
+	n := <-written
+	// Kernel buffers on both hops take a few MiB; the session's own share
+	// is one window, so the pod's writer is stopped well short of 64 MiB.
+	if n >= 64<<20 {
+		t.Fatalf("pod wrote %d bytes into a service that reads nothing", n)
+	}
+	close(stuck)
+	if res := p.stop(t); res.Err != nil {
+		t.Errorf("node: %v", res.Err)
+	}
+}
+
+// The window is enforced on the receiving side: data past it ends the
+// session as a protocol error.
+func TestDataPastWindowIsRefused(t *testing.T) {
+	m := &mux{node: true}
+	s := m.newStream(1, nil)
+	if err := s.deliver(make([]byte, Window)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.deliver([]byte{1}); !errors.Is(err, ErrFrame) {
+		t.Fatalf("data past the window: %v, want ErrFrame", err)
+	}
+}
+
+// MaxConns: the connection over the cap is reset at once; those under it work.
+func TestConnectionCap(t *testing.T) {
+	noLeaks(t)
+	hold := make(chan struct{})
+	local := serveLocal(t, func(i int, c net.Conn) { <-hold; echo(i, c) })
+	l, port := listen(t)
+	ready := make(chan uint16, 1)
+	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}, MaxConns: 2},
+		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
+	waitReady(t, ready, 1)
+	var kept []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		kept = append(kept, c)
+	}
+	time.Sleep(200 * time.Millisecond) // both accepted and counted
+	over, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = over.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); err == nil || (ok && ne.Timeout()) {
+		t.Fatalf("the connection over the cap was not ended: %v", err)
+	}
+	over.Close()
+	close(hold)
+	for _, c := range kept {
+		if _, err := c.Write([]byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 2)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ok" {
+			t.Fatalf("a connection under the cap: %q %v", buf, err)
+		}
+	}
+	if res := p.stop(t); res.Refused != 1 || res.Conns != 2 {
+		t.Errorf("node result %+v, want 2 connections and 1 refused", res)
+	}
+}
+
+// The node's reason for ending (here a deleted pod) reaches the client.
+func TestNodeEndReachesClient(t *testing.T) {
+	noLeaks(t)
+	l, port := listen(t)
+	ready := make(chan uint16, 1)
+	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
+		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, "127.0.0.1:1"}}, Ready: ready}, ReverseProtocol)
+	waitReady(t, ready, 1)
+	p.nodeCx(errors.New("pod default/demo was deleted"))
+	var se *SessionError
+	select {
+	case err := <-p.client:
+		if !errors.As(err, &se) || se.Message != "pod default/demo was deleted" {
+			t.Fatalf("client ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("client did not end")
+	}
+	<-p.node
+	p.srv.Close()
+	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		t.Fatal("the listener outlived the session")
+	}
+}

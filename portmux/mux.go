@@ -1,0 +1,219 @@
+package portmux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Keepalive is how a session watches its WebSocket: a ping every
+// PingPeriod, the peer taken as gone after PingPeriod+PongTimeout without
+// a message, every write bounded by WriteTimeout. Zero values disable each.
+type Keepalive struct {
+	PingPeriod, PongTimeout, WriteTimeout time.Duration
+}
+
+// mux is what both ends share: the WebSocket, its one writer lock, the
+// live connections and associations by id, and the session's end. Every
+// goroutine a session starts is counted in wg and ends when done closes.
+type mux struct {
+	ws    *websocket.Conn
+	ka    Keepalive
+	wmu   sync.Mutex
+	wbuf  []byte
+	mu    sync.Mutex
+	conns map[uint32]*stream
+	udp   map[uint32]*assoc
+	wg    sync.WaitGroup
+	done  chan struct{}
+	once  sync.Once
+	err   error // why the session ended; set once, before done closes
+	// lastData is when data last moved (UnixNano), for the idle timeout.
+	lastData atomic.Int64
+	up, down atomic.Uint64 // payload bytes client→node and node→client
+	node     bool
+}
+
+func newMux(ws *websocket.Conn, ka Keepalive, node bool) *mux {
+	ws.SetReadLimit(MaxFrame)
+	m := &mux{ws: ws, ka: ka, conns: map[uint32]*stream{}, udp: map[uint32]*assoc{}, done: make(chan struct{}), node: node}
+	m.lastData.Store(time.Now().UnixNano())
+	return m
+}
+
+// errClosed is a write on a session that already ended.
+var errClosed = errors.New("port-forward session closed")
+
+// send writes one frame; a failed write ends the session.
+func (m *mux) send(f Frame) error {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	select {
+	case <-m.done:
+		return errClosed
+	default:
+	}
+	m.wbuf = f.Append(m.wbuf[:0])
+	if m.ka.WriteTimeout > 0 {
+		_ = m.ws.SetWriteDeadline(time.Now().Add(m.ka.WriteTimeout)) // a closed conn fails the write below
+	}
+	if err := m.ws.WriteMessage(websocket.BinaryMessage, m.wbuf); err != nil {
+		go m.end(fmt.Errorf("writing to the WebSocket: %w", err), false)
+		return err
+	}
+	return nil
+}
+
+// carried counts payload and marks the session busy.
+func (m *mux) carried(n int, fromNode bool) {
+	if fromNode {
+		m.down.Add(uint64(n))
+	} else {
+		m.up.Add(uint64(n))
+	}
+	m.lastData.Store(time.Now().UnixNano())
+}
+
+// end ends the session once: the peer is told why (an error frame, when
+// tell and err), the WebSocket closed with a close frame, every
+// connection and association closed. It does not wait for goroutines.
+func (m *mux) end(err error, tell bool) {
+	m.once.Do(func() {
+		if tell && err != nil {
+			_ = m.send(Frame{Type: TypeError, Payload: text(err.Error())}) // best effort: the peer may be gone
+		}
+		m.wmu.Lock()
+		m.err = err
+		close(m.done)
+		deadline := time.Now().Add(time.Second)
+		_ = m.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), deadline)
+		m.wmu.Unlock()
+		// The peer's close frame (or its going away) ends the reader; the
+		// deadline bounds the wait for it.
+		_ = m.ws.SetReadDeadline(deadline)
+		m.mu.Lock()
+		conns, assocs := m.conns, m.udp
+		m.conns, m.udp = map[uint32]*stream{}, map[uint32]*assoc{}
+		m.mu.Unlock()
+		for _, s := range conns {
+			s.finish("session closed", false)
+		}
+		for _, a := range assocs {
+			a.close()
+		}
+	})
+}
+
+// keepalive pings the peer and enforces the idle timeout (0: none) until
+// the session ends.
+func (m *mux) keepalive(idle time.Duration) {
+	defer m.wg.Done()
+	period := m.ka.PingPeriod
+	if period <= 0 {
+		period = 5 * time.Second
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		}
+		if idle > 0 && time.Since(time.Unix(0, m.lastData.Load())) > idle {
+			m.end(fmt.Errorf("idle timeout: no data for %s", idle), true)
+			return
+		}
+		if m.ka.PingPeriod > 0 {
+			m.wmu.Lock()
+			err := m.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(max(m.ka.WriteTimeout, time.Second)))
+			m.wmu.Unlock()
+			if err != nil {
+				m.end(fmt.Errorf("pinging the peer: %w", err), false)
+				return
+			}
+		}
+	}
+}
+
+// extendRead pushes the read deadline out after any sign of life.
+func (m *mux) extendRead() {
+	if m.ka.PingPeriod > 0 && m.ka.PongTimeout > 0 {
+		select {
+		case <-m.done: // end set its own deadline
+		default:
+			_ = m.ws.SetReadDeadline(time.Now().Add(m.ka.PingPeriod + m.ka.PongTimeout))
+		}
+	}
+}
+
+// readLoop reads frames until the session ends and hands each to handle,
+// which must never block on a slow local peer. The loop is the only
+// reader of the WebSocket.
+func (m *mux) readLoop(handle func(Frame) error) error {
+	m.ws.SetPongHandler(func(string) error { m.extendRead(); return nil })
+	m.extendRead()
+	buf := make([]byte, MaxFrame+1)
+	for {
+		typ, r, err := m.ws.NextReader()
+		if err != nil {
+			return err
+		}
+		m.extendRead()
+		if typ != websocket.BinaryMessage {
+			return fmt.Errorf("%w: text message", ErrFrame)
+		}
+		var f Frame
+		if f, buf, err = ReadFrame(r, buf); err != nil {
+			return err
+		}
+		if err := handle(f); err != nil {
+			return err
+		}
+	}
+}
+
+// stopOnContext ends the session when ctx ends, telling the peer the
+// context's cause.
+func (m *mux) stopOnContext(ctx context.Context) {
+	defer m.wg.Done()
+	select {
+	case <-ctx.Done():
+		m.end(context.Cause(ctx), true)
+	case <-m.done:
+	}
+}
+
+// spawn starts a goroutine the session owns (counted in wg).
+func (m *mux) spawn(f func()) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+}
+
+// closeConn closes a local connection, with a reset (RST) when abrupt, so
+// the local peer sees the same kind of end as the far one.
+func closeConn(c net.Conn, abrupt bool) {
+	if tc, ok := c.(*net.TCPConn); ok && abrupt {
+		_ = tc.SetLinger(0) // only fails on a closed conn
+	}
+	_ = c.Close() // done with it: a failed close changes nothing
+}
+
+// isDone: the session has ended.
+func (m *mux) isDone() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}

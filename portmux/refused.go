@@ -1,0 +1,10 @@
+package portmux
+
+import (
+	"errors"
+	"syscall"
+)
+
+// isRefused: a connected UDP socket reports an earlier datagram's ICMP
+// port unreachable on its next call; UDP is unreliable, so it is no end.
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
