@@ -136,6 +136,19 @@ func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, 
 		// close it after.
 		cfg.Audit = w
 	}
+	// Reverse and UDP port-forward need the pod's sandbox and its network
+	// namespace, which HostInterface does not give: kubestream asks the
+	// kubelet's runtime itself, on the endpoint and timeout the kubelet
+	// uses (the connection lives as long as the kubelet). A runtime that
+	// does not answer leaves those modes off; the kubelet serves the rest.
+	if kc.ContainerRuntimeEndpoint != "" {
+		rt, err := cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout.Duration)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "kubestream: reverse and UDP port-forward are off")
+		} else {
+			cfg.Lookup, cfg.Sandboxes = cri.RuntimeLookup{C: rt}, rt
+		}
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubestream: %w", err)
