@@ -31,7 +31,7 @@ func requireReferenceRuntime(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T, network string) uint16 {
+func freeLocalPort(t *testing.T, network string) uint16 {
 	t.Helper()
 	if network == "udp" {
 		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -103,8 +103,8 @@ func TestReversePortForward(t *testing.T) {
 	}))
 	defer srv.Close()
 	localPort := srv.Listener.Addr().(*net.TCPAddr).Port
-	refused := freePort(t, "tcp") // nothing listens there
-	podHTTP, podRefused := freePort(t, "tcp"), freePort(t, "tcp")
+	refused := freeLocalPort(t, "tcp") // nothing listens there
+	podHTTP, podRefused := freeLocalPort(t, "tcp"), freeLocalPort(t, "tcp")
 	var out bytes.Buffer
 	s := n.startMode(t, "demo", pfapp.Options{Reverse: true, Out: &syncWriter{w: &out},
 		Mappings: []string{fmt.Sprintf("%d:%d", podHTTP, localPort), fmt.Sprintf("%d:%d", podRefused, refused)}}, podHTTP, podRefused)
@@ -187,7 +187,7 @@ func TestUDPPortForward(t *testing.T) {
 		}
 	}()
 	podPort := uint16(echo.LocalAddr().(*net.UDPAddr).Port)
-	local := freePort(t, "udp")
+	local := freeLocalPort(t, "udp")
 	s := n.startMode(t, "demo", pfapp.Options{Mappings: []string{fmt.Sprintf("%d:%d", local, podPort)}}, podPort)
 	peer, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(local)})
 	if err != nil {
@@ -262,8 +262,8 @@ func TestPortForwardModesRefusals(t *testing.T) {
 		t.Fatalf("403 accepted list %q lacks the modes", acc)
 	}
 
-	podPort := freePort(t, "tcp")
-	s := n.startMode(t, "doomed", pfapp.Options{Reverse: true, Mappings: []string{fmt.Sprintf("%d:%d", podPort, freePort(t, "tcp"))}}, podPort)
+	podPort := freeLocalPort(t, "tcp")
+	s := n.startMode(t, "doomed", pfapp.Options{Reverse: true, Mappings: []string{fmt.Sprintf("%d:%d", podPort, freeLocalPort(t, "tcp"))}}, podPort)
 	if !n.run.Runtime.ForgetPod("default", "doomed") {
 		t.Fatal("no pod default/doomed to delete")
 	}

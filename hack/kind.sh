@@ -128,12 +128,14 @@ images() {
 	tool=$(mktemp -d)
 	go build -o "$tool/ociimage" ./hack/tools/ociimage
 	mk() { "$tool/ociimage" -busybox /bin/busybox "$@"; }
-	# The tests' pods: busybox, a TCP echo server for port-forward, and a
+	# The tests' pods: busybox, a TCP echo server for port-forward, a
 	# server that resets a connection on request (the port-forward reset
-	# case).
+	# case) and a UDP echo server (UDP port-forward).
 	CGO_ENABLED=0 go build -o "$tool/tcpecho" ./hack/tools/tcpecho
 	CGO_ENABLED=0 go build -o "$tool/tcpreset" ./hack/tools/tcpreset
-	mk -name docker.io/kubestream/busybox:e2e -out "$dir/busybox.tar" -add "$tool/tcpecho=/bin/tcpecho" -add "$tool/tcpreset=/bin/tcpreset"
+	CGO_ENABLED=0 go build -o "$tool/udpecho" ./hack/tools/udpecho
+	mk -name docker.io/kubestream/busybox:e2e -out "$dir/busybox.tar" -add "$tool/tcpecho=/bin/tcpecho" -add "$tool/tcpreset=/bin/tcpreset" \
+		-add "$tool/udpecho=/bin/udpecho"
 	# The routes between the nodes' pod CIDRs (manifests/kind/routes.yaml).
 	mk -name docker.io/kubestream/routes:kind -out "$dir/routes.tar" -add "$kubebin/kubectl=/usr/local/bin/kubectl" \
 		-add hack/kind/routes=/usr/local/bin/routes
@@ -187,7 +189,7 @@ image() {
 	key=$( {
 		echo "$key $KUBE_VERSION $ETCD_TAG $COREDNS_TAG $PAUSE_TAG"
 		cat hack/kind/entrypoint hack/kind/routes hack/kind/kubestream-cni hack/kind/images-load hack/kind/files/* hack/kubelet-tunables \
-			hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go hack/tools/runc-fit/*.go internal/wiretest/reset.go
+			hack/tools/ociimage/*.go hack/tools/tcpecho/*.go hack/tools/tcpreset/*.go hack/tools/udpecho/*.go hack/tools/runc-fit/*.go internal/wiretest/reset.go
 		sha256sum "$cbin"/* "$wsbin/containerd" "$criobin"/* "$crictl" "$(coredns_bin)" "${node[@]/#/$kubebin/}" "${packed[@]/#/$kubebin/}" | cut -c1-64
 	} | sha256sum | cut -c1-16)
 	name=kubestream-kind-node:$key
