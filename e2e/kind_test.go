@@ -161,6 +161,10 @@ func TestKind(t *testing.T) {
 		}
 	})
 
+	// kubestream's own port-forward modes, reverse and UDP, through the
+	// apiserver with the kubectl plugin.
+	t.Run("port-forward-modes", func(t *testing.T) { kindPortForwardModes(t, kc, nodes) })
+
 	// The faults users meet, on each worker side by side.
 	t.Run("faults", func(t *testing.T) { kindFaults(t, kc, nodes) })
 
@@ -289,8 +293,8 @@ func kindNodes(t *testing.T, cp *controlPlane) map[string]kindNode {
 // kindPod runs a pod on the worker of that flavour, from the image built
 // here (hack/kind.sh image): app (a shell), echo (answers each line of its
 // stdin, for attach), web (a TCP echo server on 8080, for port-forward),
-// reset (tcpreset on 9000, which resets a connection on request) and log
-// (a line every 200 ms, for logs -f). It is deleted when the test
+// reset (tcpreset on 9000, which resets a connection on request), log
+// (a line every 200 ms, for logs -f) and udp (a UDP echo server on 7000). It is deleted when the test
 // ends.
 func kindPod(t *testing.T, cp *controlPlane, flavour string) string {
 	name := fmt.Sprintf("stream-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
@@ -310,6 +314,7 @@ func kindPod(t *testing.T, cp *controlPlane, flavour string) string {
 				container("web", false, "tcpecho", "-listen", ":8080"),
 				container("reset", false, "tcpreset", "-listen", ":9000"),
 				container("log", false, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "line $i"; sleep 0.2; done`),
+				container("udp", false, "udpecho", "-listen", ":7000"),
 			},
 		},
 	})
