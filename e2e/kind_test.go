@@ -294,8 +294,8 @@ func kindNodes(t *testing.T, cp *controlPlane) map[string]kindNode {
 // here (hack/kind.sh image): app (a shell), echo (answers each line of its
 // stdin, for attach), web (a TCP echo server on 8080, for port-forward),
 // reset (tcpreset on 9000, which resets a connection on request), log
-// (a line every 200 ms, for logs -f) and udp (a UDP echo server on 7000). It is deleted when the test
-// ends.
+// (a line every 200 ms, for logs -f) and udp (a UDP echo server on 7000).
+// It is deleted when the test ends.
 func kindPod(t *testing.T, cp *controlPlane, flavour string) string {
 	name := fmt.Sprintf("stream-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
 	const image = "docker.io/kubestream/busybox:e2e"
