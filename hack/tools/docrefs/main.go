@@ -233,13 +233,13 @@ func walk(root string, f func(rel string, data []byte)) error {
 // flagCall matches pflag's and the flag package's registering methods.
 var flagCall = regexp.MustCompile(`^(Bool|Int|Int64|Uint|Float64|String|StringSlice|StringArray|Duration|Var|Func)(Var)?P?$`)
 
-// flags are the flags cmd/kubestream and config/ register: the name in
+// flags are the flags cmd/kubestream, the plugin and config/ register: the name in
 // each call of a registering method (fs.StringVar(&x, "name", …)) and
 // each constant named …FlagName.
 func flags(root string) (map[string]bool, error) {
 	found := map[string]bool{}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"cmd/kubestream", "config"} {
+	for _, dir := range []string{"cmd/kubestream", "cmd/kubectl-kubestream", "config"} {
 		err := walk(filepath.Join(root, dir), func(p string, data []byte) {
 			if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 				return
