@@ -102,7 +102,7 @@ test-upstream-e2e:
 bench-node:
 	KUBESTREAM_TEST_VERBOSE=1 $(GUARD) hack/kubelet-e2e.sh bench
 
-## bench: kubestream's translator side by side with direct SPDY and upstream's translator.
+## bench: kubestream's translator side by side with direct SPDY and upstream's translator; reverse and UDP port-forward beside forward (BENCHFLAGS="-only reverse" alone).
 ## BENCHFLAGS="-profile-dir bench/profiles" writes pprof CPU and alloc profiles of both translators.
 BENCHFLAGS ?=
 bench:

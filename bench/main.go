@@ -46,7 +46,7 @@ type options struct {
 	role, impl, criEndpoint, dir, out, svg, profileDir string
 	target                                             string
 	size, pfSize                                       int64
-	reps, setupN, echoN, idleMax                       int
+	reps, setupN, echoN, idleMax, connN                int
 	inproc                                             bool
 	concurrency, only                                  string
 }
@@ -66,7 +66,7 @@ func (o options) want(group string) bool {
 
 func main() {
 	var o options
-	flag.StringVar(&o.role, "role", "run", "run (orchestrate), backend, translator or relay (internal)")
+	flag.StringVar(&o.role, "role", "run", "run (orchestrate), backend, translator, relay or serve (internal)")
 	flag.StringVar(&o.target, "target", "", "the relay's destination, host:port (internal)")
 	flag.StringVar(&o.impl, "impl", "", "translator implementation: upstream or kubestream (internal)")
 	flag.StringVar(&o.criEndpoint, "cri", "", "backend CRI endpoint (internal)")
@@ -79,13 +79,14 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 3, "repetitions (medians are reported)")
 	flag.IntVar(&o.setupN, "setup-n", 50, "sessions per setup measurement")
 	flag.IntVar(&o.echoN, "echo-n", 2000, "round trips per echo measurement")
+	flag.IntVar(&o.connN, "conn-n", 1000, "short connections per connection-rate measurement (-only reverse)")
 	// Each session holds two descriptors in the translator, and this
 	// machine's hard RLIMIT_NOFILE is 20,000 (raising it needs
 	// CAP_SYS_RESOURCE), so 9,000 is the most that fits with room to spare.
 	flag.IntVar(&o.idleMax, "idle-max", 9000, "most idle sessions held at once (2 descriptors each in the translator)")
 	flag.StringVar(&o.concurrency, "concurrency", "1,4,16,64", "concurrent transfer counts")
 	flag.BoolVar(&o.inproc, "inproc", false, "run backend and translators in this process")
-	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle, audit (kubestream with an audit log and recordings as a third translator; default all); or runtime alone: the runtime-side server against cri-streaming, and the node's whole chain (runtime.go)")
+	flag.StringVar(&o.only, "only", "", "comma-separated figure groups to measure: stdout, stdin, echo, setup, pf, concurrency, idle, audit (kubestream with an audit log and recordings as a third translator; default all); or runtime alone: the runtime-side server against cri-streaming, and the node's whole chain (runtime.go); or reverse alone: reverse port-forward beside forward, and UDP (reverse.go)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if flag.Lookup("v").Value.String() == "0" {
@@ -110,10 +111,15 @@ func main() {
 			waitSignal()
 			r.stop()
 		}
+	case "serve": // kubestream serve on the reference runtime (-only reverse)
+		err = runServe()
 	default:
-		if o.only == "runtime" {
+		switch o.only {
+		case "runtime":
 			err = orchestrateRuntime(o)
-		} else {
+		case "reverse":
+			err = orchestrateReverse(o)
+		default:
 			err = orchestrate(o)
 		}
 	}
