@@ -112,7 +112,7 @@ bench:
 ## kubelet adapter module for windows/amd64 (linux/amd64 is test-kubelet's; 5 minutes a platform cold:
 ## CROSS_KUBELET="linux/arm64 linux/ppc64le linux/s390x windows/amd64" checks them all).
 CROSS_PLATFORMS = linux/amd64 linux/arm64 linux/ppc64le linux/s390x windows/amd64 darwin/arm64
-CROSS_LIBRARY = ./server/... ./translator/... ./cri/... ./internal/... ./audit/... ./recording/... ./config/...
+CROSS_LIBRARY = ./server/... ./translator/... ./cri/... ./internal/... ./audit/... ./recording/... ./config/... ./portmux/...
 CROSS_KUBELET ?= windows/amd64
 cross:
 	@for p in $(CROSS_PLATFORMS); do echo "cross: library $$p"; \
