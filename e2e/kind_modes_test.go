@@ -156,7 +156,7 @@ func reverseHTTP(t *testing.T, cp *controlPlane, plugin, pod string) {
 		t.Fatalf("100 fetches through the reverse forward: %d bodies, exit %d, stderr %q", got, r.code, r.stderr)
 	}
 	r = cp.kubectl(nil, "exec", pod, "-c", "app", "--", "sh", "-c",
-		`wget -q -T 10 -O - http://127.0.0.1:9091/first || echo "first failed"; for i in 1 2 3; do wget -q -T 10 -O - http://127.0.0.1:9091/after$i; done`)
+		`wget -q -O - http://127.0.0.1:9091/first || echo "first failed"; for i in 1 2 3; do wget -q -O - http://127.0.0.1:9091/after$i; done`)
 	if !strings.Contains(r.stdout, "first failed") || strings.Count(r.stdout, "body of /after") != 3 {
 		t.Fatalf("a local service that reset its first connection: stdout %q, stderr %q, %d connections; want the first to fail alone", r.stdout, r.stderr, flakyConns.Load())
 	}
@@ -290,7 +290,7 @@ func modesOnStock(t *testing.T, cp *controlPlane, plugin string, n kindNode, pod
 	defer cancel()
 	for mode, args := range map[string][]string{
 		"reverse port-forward": {"--reverse", pod, "9090:1"},
-		"UDP port-forward":     {"--udp", pod, "0:7000"},
+		"UDP port-forward":     {"--udp", pod, "17000:7000"},
 	} {
 		out, err := pluginCmd(ctx, cp, plugin, cp.kubeconfig, append([]string{"port-forward"}, args...)...).CombinedOutput()
 		want := fmt.Sprintf("node %s does not serve %s (kubelet without kubestream)", n.name, mode)

@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 )
@@ -102,9 +104,15 @@ func (d *dialer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// refusal reads a non-101 answer: a 403 that does not list protocol is a
+// refusal reads a non-101 answer. The apiserver's own refusals (RBAC
+// among them: a 403 too) are a Status, whose message is the error, as
+// kubectl prints it; a 403 the node sent that does not list protocol is a
 // node that does not serve the mode; anything else is an error as said.
 func refusal(resp *http.Response, body, protocol string) error {
+	var status metav1.Status
+	if json.Unmarshal([]byte(body), &status) == nil && status.Kind == "Status" && status.Message != "" {
+		return errors.New(status.Message)
+	}
 	var accepted []string
 	for _, v := range resp.Header.Values(acceptedHeader) {
 		for _, p := range strings.Split(v, ",") {
