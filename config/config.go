@@ -48,6 +48,11 @@ type StreamingConfiguration struct {
 	MaxStreamingSessions *int32 `json:"maxStreamingSessions,omitempty"`
 	// MaxStreamingSessionsPerPod bounds them per pod (0: no limit).
 	MaxStreamingSessionsPerPod *int32 `json:"maxStreamingSessionsPerPod,omitempty"`
+	// PortForwardMaxConnections caps the concurrent connections of one
+	// reverse port-forward session, or the associations of one UDP session
+	// (0: no cap); PortForwardUDPIdleTimeout closes an idle association.
+	PortForwardMaxConnections *int32           `json:"portForwardMaxConnections,omitempty"`
+	PortForwardUDPIdleTimeout *metav1.Duration `json:"portForwardUDPIdleTimeout,omitempty"`
 	// StreamCreationTimeout bounds setting up the runtime side of a session.
 	StreamCreationTimeout *metav1.Duration `json:"streamCreationTimeout,omitempty"`
 	// WebSocketPingPeriod is how often clients are pinged; a client silent
@@ -126,6 +131,7 @@ func (c *StreamingConfiguration) validate() field.ErrorList {
 		"streamCreationTimeout":         c.StreamCreationTimeout,
 		"webSocketPingPeriod":           c.WebSocketPingPeriod,
 		"webSocketPongTimeout":          c.WebSocketPongTimeout,
+		"portForwardUDPIdleTimeout":     c.PortForwardUDPIdleTimeout,
 	} {
 		if d != nil && d.Duration <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), d.Duration.String(), "must be greater than zero"))
@@ -134,6 +140,7 @@ func (c *StreamingConfiguration) validate() field.ErrorList {
 	for name, n := range map[string]*int32{
 		"maxStreamingSessions":       c.MaxStreamingSessions,
 		"maxStreamingSessionsPerPod": c.MaxStreamingSessionsPerPod,
+		"portForwardMaxConnections":  c.PortForwardMaxConnections,
 		"auditLogMaxSize":            &c.AuditLogMaxSize,
 		"auditLogMaxBackup":          &c.AuditLogMaxBackup,
 		"auditLogMaxAge":             &c.AuditLogMaxAge,
@@ -160,6 +167,10 @@ func (c *StreamingConfiguration) Apply(cfg *server.Config) {
 	}
 	set(&cfg.Limits.MaxSessions, c.MaxStreamingSessions)
 	set(&cfg.Limits.MaxSessionsPerPod, c.MaxStreamingSessionsPerPod)
+	set(&cfg.PortForwardModes.MaxConnections, c.PortForwardMaxConnections)
+	if d := c.PortForwardUDPIdleTimeout; d != nil {
+		cfg.PortForwardModes.UDPIdleTimeout = d.Duration
+	}
 	if d := c.RuntimeWebSocketRecheckPeriod; d != nil {
 		cfg.Direct.Recheck = d.Duration
 	}

@@ -113,6 +113,7 @@ func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, 
 		// translator and tunnel would have served.
 		WebSocketRequested: o.WebSocketRequested,
 		ShutdownMessage:    "the kubelet is stopping",
+		PortForwardModes:   server.DefaultPortForwardModes,
 	}
 	// 0 means no timeout for both.
 	cfg.Translator.IdleTimeout = kc.StreamingConnectionIdleTimeout.Duration

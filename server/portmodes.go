@@ -34,6 +34,10 @@ type PortForwardModes struct {
 	PodCheckPeriod time.Duration
 }
 
+// DefaultPortForwardModes are the modes' settings a node starts with:
+// kubestream serve's flags and the kubelet's configuration file change them.
+var DefaultPortForwardModes = PortForwardModes{MaxConnections: 128, UDPIdleTimeout: time.Minute}
+
 // modeLegs: a mode session's pod side, ready: the sandbox it watches, its
 // network namespace and, for reverse, its listeners.
 type modeLegs struct {

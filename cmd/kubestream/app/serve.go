@@ -102,8 +102,8 @@ func NewServeOptions() *ServeOptions {
 		TLSReloadPeriod:                10 * time.Second,
 		IdleConnectionTimeout:          idleConnTimeout(),
 		RequestReadTimeout:             time.Minute,
-		PortForwardMaxConnections:      128,
-		PortForwardUDPIdleTimeout:      time.Minute,
+		PortForwardMaxConnections:      server.DefaultPortForwardModes.MaxConnections,
+		PortForwardUDPIdleTimeout:      server.DefaultPortForwardModes.UDPIdleTimeout,
 	}
 }
 
