@@ -44,6 +44,7 @@ var otherFlags = map[string]string{
 	"list-images":   "Kubernetes' e2e.test",
 	"nofile":        "prlimit",
 	"privileged":    "docker run",
+	"pid-file":      "runc exec (hack/crio/exec.patch)",
 }
 
 // otherPaths are paths in other projects' trees that the docs name and
