@@ -128,10 +128,11 @@ kc() { "$(hack/kube.sh bin)/kubectl" --kubeconfig "$KUBECONFIG_KIND" "$@"; }
 # own at boot (hack/kind/images-load: containerd's store, or CRI-O's).
 load() {
 	local node
+	# Streamed in with tar: docker cp writes beneath the node's /tmp, a
+	# tmpfs of its own that hides what is copied there.
 	for node in $(kc get nodes -o jsonpath='{.items[*].metadata.name}'); do
-		docker exec "$node" mkdir -p /tmp/upstream-e2e-images
-		docker cp "$(imagedir)/." "$node:/tmp/upstream-e2e-images/"
-		docker exec "$node" sh -c 'images-load /tmp/upstream-e2e-images; rm -rf /tmp/upstream-e2e-images' 2>&1 | grep -v DEPRECATION >&2 || true
+		tar -C "$(imagedir)" -c . | docker exec -i "$node" sh -c 'd=/var/tmp/upstream-e2e-images; mkdir -p $d && tar -C $d -x &&
+			images-load $d; rm -rf $d' 2>&1 | grep -v DEPRECATION >&2 || true
 	done
 }
 
