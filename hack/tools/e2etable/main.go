@@ -210,7 +210,7 @@ func table(w io.Writer, dir, title, date, stock string, same bool, once *regexp.
 	} else {
 		fmt.Fprintln(w, "\nStreaming sessions the cases made, from each worker's own metrics (after − before):")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| worker | kubestream, by route | upstream's kubelet_websocket_streaming_requests_total | containerd's runtime-side server, by protocol |")
+		fmt.Fprintln(w, "| worker | kubestream, by route | upstream's kubelet_websocket_streaming_requests_total | the runtime's kubestream server (containerd's, CRI-O's), by protocol |")
 		fmt.Fprintln(w, "|---|---|---|---|")
 	}
 	for _, wk := range workers {
