@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/kubestream/kubestream/audit"
 	pfapp "github.com/kubestream/kubestream/cmd/kubectl-kubestream/app"
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
 	"github.com/kubestream/kubestream/portmux"
@@ -289,4 +291,65 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// TestPortForwardModesAudit: each mode's session leaves the node's two
+// audit records, saying who opened which ports of which pod in which mode,
+// and the bytes each way at the end.
+func TestPortForwardModesAudit(t *testing.T) {
+	requireReferenceRuntime(t)
+	path := filepath.Join(t.TempDir(), "audit.log")
+	n := startNode(t, withAudit(path))
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() { // ends when echo closes
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	podPort := freeLocalPort(t, "tcp")
+	s := n.startMode(t, "demo", pfapp.Options{Reverse: true,
+		Mappings: []string{fmt.Sprintf("%d:%d", podPort, echo.Addr().(*net.TCPAddr).Port)}}, podPort)
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", podPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("audited\n")
+	got := make([]byte, len(msg))
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("through the reverse forward: %q, %v", got, err)
+	}
+	c.Close()
+	s.stop(t)
+	var recs []audit.Event
+	waitFor(t, 15*time.Second, func() bool {
+		recs = recs[:0]
+		for _, e := range auditLog(t, path) {
+			if e.Route == "reverse-portforward" {
+				recs = append(recs, e)
+			}
+		}
+		return len(recs) == 2
+	})
+	start, end := recs[0], recs[1]
+	if start.Stage != audit.StageResponseStarted || end.Stage != audit.StageResponseComplete || start.AuditID != end.AuditID {
+		t.Fatalf("stages %s, %s, IDs %s, %s", start.Stage, end.Stage, start.AuditID, end.AuditID)
+	}
+	if start.User.Username == "" || start.ObjectRef.Name != "demo" || start.ObjectRef.Namespace != "default" ||
+		len(start.Ports) != 1 || start.Ports[0] != int32(podPort) || start.Protocol != portmux.ReverseProtocol {
+		t.Errorf("the session's record: %+v", start)
+	}
+	if end.Bytes["reverse-portforward-up"] == 0 || end.Bytes["reverse-portforward-down"] == 0 {
+		t.Errorf("the end record's bytes: %v", end.Bytes)
+	}
 }
