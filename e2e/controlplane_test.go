@@ -400,6 +400,15 @@ func (cp *controlPlane) startKubectl(t *testing.T, withStdin bool, args ...strin
 			t.Fatal(err)
 		}
 	}
+	lines, stderr := startCommand(t, cmd, cancel)
+	return cmd, stdin, lines, stderr
+}
+
+// startCommand starts cmd with its stdout read by the returned scanner and
+// its stderr kept; it is killed, waited for and its context cancelled when
+// the test ends.
+func startCommand(t *testing.T, cmd *exec.Cmd, cancel context.CancelFunc) (*bufio.Scanner, *syncBuffer) {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +419,7 @@ func (cp *controlPlane) startKubectl(t *testing.T, withStdin bool, args ...strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); cancel() })
-	return cmd, stdin, bufio.NewScanner(stdout), stderr
+	return bufio.NewScanner(stdout), stderr
 }
 
 // portForward starts kubectl port-forward to port of target, for the

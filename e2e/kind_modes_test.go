@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -72,17 +71,7 @@ func startPlugin(t *testing.T, cp *controlPlane, plugin string, mappings int, ar
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	cmd := pluginCmd(ctx, cp, plugin, cp.kubeconfig, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); cancel() })
-	lines := bufio.NewScanner(stdout)
+	lines, stderr := startCommand(t, cmd, cancel)
 	for ready := 0; ready < mappings; {
 		if !lines.Scan() {
 			t.Fatalf("kubectl kubestream %v ended before forwarding: %s", args, stderr.String())
