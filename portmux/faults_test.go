@@ -195,3 +195,49 @@ func TestNodeEndReachesClient(t *testing.T) {
 		t.Fatal("the listener outlived the session")
 	}
 }
+
+// A pod process resets its connection: that connection's local end is
+// ended, and the listener and the session serve the next ones.
+func TestPodResetOneConnectionLeavesOthers(t *testing.T) {
+	noLeaks(t)
+	localEnded := make(chan error, 1)
+	local := serveLocal(t, func(i int, c net.Conn) {
+		if i == 0 {
+			defer c.Close()
+			_, err := io.Copy(c, c) // echoes until the pod's reset reaches it
+			localEnded <- err
+			return
+		}
+		echo(i, c)
+	})
+	l, port := listen(t)
+	ready := make(chan uint16, 1)
+	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
+		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
+	waitReady(t, ready, 1)
+
+	victim, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := victim.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(victim, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	closeConn(victim, true) // RST from the pod's side
+	select {
+	case <-localEnded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the local end of the connection the pod reset was not ended")
+	}
+	for range 3 {
+		if err := roundTrip(l.Addr().String(), bytes.Repeat([]byte("after"), 1000)); err != nil {
+			t.Fatalf("after the pod's reset: %v", err)
+		}
+	}
+	if res := p.stop(t); res.Err != nil || res.Conns != 4 {
+		t.Errorf("node result %+v", res)
+	}
+}
