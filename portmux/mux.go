@@ -50,8 +50,20 @@ func newMux(ws *websocket.Conn, ka Keepalive, node bool) *mux {
 // errClosed is a write on a session that already ended.
 var errClosed = errors.New("port-forward session closed")
 
-// send writes one frame; a failed write ends the session.
+// send writes one frame; a failed write ends the session, on the caller's
+// goroutine once the writer lock is released.
 func (m *mux) send(f Frame) error {
+	err := m.write(f)
+	if err != nil && !errors.Is(err, errClosed) {
+		m.end(fmt.Errorf("writing to the WebSocket: %w", err), false)
+	}
+	return err
+}
+
+// write writes one frame under the writer lock (errClosed once the session
+// ended). end writes its error frame through it, not send: a failed write
+// there must not end the session again from inside end.
+func (m *mux) write(f Frame) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	select {
@@ -63,11 +75,7 @@ func (m *mux) send(f Frame) error {
 	if m.ka.WriteTimeout > 0 {
 		_ = m.ws.SetWriteDeadline(time.Now().Add(m.ka.WriteTimeout)) // a closed conn fails the write below
 	}
-	if err := m.ws.WriteMessage(websocket.BinaryMessage, m.wbuf); err != nil {
-		go m.end(fmt.Errorf("writing to the WebSocket: %w", err), false)
-		return err
-	}
-	return nil
+	return m.ws.WriteMessage(websocket.BinaryMessage, m.wbuf)
 }
 
 // carried counts payload and marks the session busy.
@@ -86,7 +94,7 @@ func (m *mux) carried(n int, fromNode bool) {
 func (m *mux) end(err error, tell bool) {
 	m.once.Do(func() {
 		if tell && err != nil {
-			_ = m.send(Frame{Type: TypeError, Payload: text(err.Error())}) // best effort: the peer may be gone
+			_ = m.write(Frame{Type: TypeError, Payload: text(err.Error())}) // best effort: the peer may be gone
 		}
 		m.wmu.Lock()
 		m.err = err
