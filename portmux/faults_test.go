@@ -24,11 +24,7 @@ func TestResetOneConnectionLeavesOthers(t *testing.T) {
 		}
 		echo(i, c)
 	})
-	l, port := listen(t)
-	ready := make(chan uint16, 1)
-	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
-		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
-	waitReady(t, ready, 1)
+	l, p := startReverse(t, local, 0)
 
 	victim, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -67,11 +63,7 @@ func TestWindowBoundsASlowLocalService(t *testing.T) {
 		}
 		echo(i, c)
 	})
-	l, port := listen(t)
-	ready := make(chan uint16, 1)
-	ccfg := ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}
-	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}}, ccfg, ReverseProtocol)
-	waitReady(t, ready, 1)
+	l, p := startReverse(t, local, 0)
 	slow, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +120,7 @@ func TestConnectionCap(t *testing.T) {
 	// release must not leave serveLocal's handlers waiting for it.
 	defer release.Do(func() { close(hold) })
 	local := serveLocal(t, func(i int, c net.Conn) { <-hold; echo(i, c) })
-	l, port := listen(t)
-	ready := make(chan uint16, 1)
-	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}, MaxConns: 2},
-		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
-	waitReady(t, ready, 1)
+	l, p := startReverse(t, local, 2)
 	var kept []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", l.Addr().String())
@@ -174,11 +162,7 @@ func TestConnectionCap(t *testing.T) {
 // The node's reason for ending (here a deleted pod) reaches the client.
 func TestNodeEndReachesClient(t *testing.T) {
 	noLeaks(t)
-	l, port := listen(t)
-	ready := make(chan uint16, 1)
-	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
-		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, "127.0.0.1:1"}}, Ready: ready}, ReverseProtocol)
-	waitReady(t, ready, 1)
+	l, p := startReverse(t, "127.0.0.1:1", 0)
 	p.nodeCx(errors.New("pod default/demo was deleted"))
 	var se *SessionError
 	select {
@@ -210,11 +194,7 @@ func TestPodResetOneConnectionLeavesOthers(t *testing.T) {
 		}
 		echo(i, c)
 	})
-	l, port := listen(t)
-	ready := make(chan uint16, 1)
-	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
-		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
-	waitReady(t, ready, 1)
+	l, p := startReverse(t, local, 0)
 
 	victim, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {

@@ -84,6 +84,18 @@ func (p *pair) stop(t *testing.T) NodeResult {
 	return res
 }
 
+// startReverse runs a reverse session with one pod listener forwarded to
+// local, ready, with at most maxConns connections (0: no cap).
+func startReverse(t *testing.T, local string, maxConns int) (net.Listener, *pair) {
+	t.Helper()
+	l, port := listen(t)
+	ready := make(chan uint16, 1)
+	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}, MaxConns: maxConns},
+		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
+	waitReady(t, ready, 1)
+	return l, p
+}
+
 func waitReady(t *testing.T, ready chan uint16, n int) {
 	t.Helper()
 	for range n {
@@ -158,11 +170,7 @@ func roundTrip(addr string, data []byte) error {
 func TestReverseHalfCloseAndConcurrency(t *testing.T) {
 	noLeaks(t)
 	local := serveLocal(t, echo)
-	l, port := listen(t)
-	ready := make(chan uint16, 1)
-	p := startPair(t, NodeConfig{Listeners: []Listener{{port, l}}},
-		ClientConfig{Pod: "demo", Reverse: []ReverseForward{{port, local}}, Ready: ready}, ReverseProtocol)
-	waitReady(t, ready, 1)
+	l, p := startReverse(t, local, 0)
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for i := range 20 {
