@@ -122,8 +122,10 @@ type Server struct {
 	handler    http.Handler
 	rcUpgrader *websocket.Upgrader
 	pfUpgrader *websocket.Upgrader
-	direct     *directCache
-	slots      *sessionSlots
+	// kubestream's own port-forward modes (portmodes.go).
+	reverseUpgrader, udpUpgrader *websocket.Upgrader
+	direct                       *directCache
+	slots                        *sessionSlots
 
 	baseCtx    context.Context // cancelled by Shutdown; ends every session
 	cancelBase context.CancelCauseFunc

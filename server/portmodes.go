@@ -18,7 +18,6 @@ import (
 
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/netns"
-	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/portmux"
 )
 
@@ -50,10 +49,12 @@ type modeLegs struct {
 
 func (l modeLegs) route() Route { return l.mode }
 
-func (l modeLegs) closeListeners() {
+// Close closes the session's listeners, when it ends before it ran.
+func (l modeLegs) Close() error {
 	for _, pl := range l.listeners {
 		_ = pl.L.Close() // done with it: a failed close changes nothing
 	}
+	return nil
 }
 
 // modesEnabled: the node can find a pod's sandbox and its network
@@ -86,7 +87,7 @@ func (s *Server) openModes(w http.ResponseWriter, r *http.Request, ss *session, 
 	for _, p := range l.ports {
 		ln, err := l.ns.ListenTCP("", p)
 		if err != nil {
-			l.closeListeners()
+			l.Close()
 			code := http.StatusInternalServerError
 			if errors.Is(err, netns.ErrPortInUse) {
 				code = http.StatusConflict
@@ -97,19 +98,6 @@ func (s *Server) openModes(w http.ResponseWriter, r *http.Request, ss *session, 
 		l.listeners = append(l.listeners, portmux.Listener{Port: p, L: ln})
 	}
 	return l, true
-}
-
-// handshakeModes answers the client with its mode's subprotocol.
-func (s *Server) handshakeModes(w http.ResponseWriter, r *http.Request, ss *session, l modeLegs) (clientSide, bool) {
-	up := &websocket.Upgrader{Subprotocols: []string{ss.protocol}, HandshakeTimeout: s.cfg.Translator.StreamCreationTimeout,
-		CheckOrigin: func(*http.Request) bool { return true }}
-	ws, err := up.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
-	if err != nil {
-		l.closeListeners()
-		ss.rejected(r, http.StatusBadRequest, fmt.Errorf("WebSocket handshake failed: %w", err))
-		return clientSide{}, false
-	}
-	return clientSide{ws: ws}, true
 }
 
 // carryModes runs the node end of the session, ended early when the pod's

@@ -33,6 +33,7 @@ import (
 
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/wire"
+	"github.com/kubestream/kubestream/portmux"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -62,6 +63,8 @@ func New(cfg Config) (*Server, error) {
 	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
 	s.rcUpgrader = wire.NewUpgrader(remotecommand.StreamProtocolV5Name, cfg.Translator.WriteTimeout)
 	s.pfUpgrader = wire.NewUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1, cfg.Translator.WriteTimeout)
+	s.reverseUpgrader = wire.NewUpgrader(portmux.ReverseProtocol, cfg.Translator.WriteTimeout)
+	s.udpUpgrader = wire.NewUpgrader(portmux.UDPProtocol, cfg.Translator.WriteTimeout)
 	mux := http.NewServeMux()
 	for _, p := range []string{"/exec/{namespace}/{pod}/{container}", "/exec/{namespace}/{pod}/{uid}/{container}"} {
 		mux.Handle(p, s.guard("proxy", streamHandler{s, Exec}))

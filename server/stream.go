@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -119,7 +120,11 @@ func (s *Server) answerClient(w http.ResponseWriter, r *http.Request, ss *sessio
 	case tunnelLegs:
 		return s.handshake(w, r, ss, s.pfUpgrader, l.runtime)
 	case modeLegs:
-		return s.handshakeModes(w, r, ss, l)
+		up := s.reverseUpgrader
+		if l.mode == RouteUDP {
+			up = s.udpUpgrader
+		}
+		return s.handshake(w, r, ss, up, l)
 	case takenOver:
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -143,13 +148,14 @@ func (s *Server) answerClient(w http.ResponseWriter, r *http.Request, ss *sessio
 }
 
 // handshake answers the client's WebSocket with gorilla's handshake; on
-// failure gorilla has answered (400 with the reason), the runtime's side
-// (rt, if any) is closed and the request rejected.
-func (s *Server) handshake(w http.ResponseWriter, r *http.Request, ss *session, up *websocket.Upgrader, rt net.Conn) (clientSide, bool) {
+// failure gorilla has answered (400 with the reason), the pod's side
+// already open (the runtime's connection, a mode's listeners; nil: none)
+// is closed and the request rejected.
+func (s *Server) handshake(w http.ResponseWriter, r *http.Request, ss *session, up *websocket.Upgrader, opened io.Closer) (clientSide, bool) {
 	ws, err := up.Upgrade(wire.Hijacker{ResponseWriter: w}, r, nil)
 	if err != nil {
-		if rt != nil {
-			rt.Close() // done with it: a failed close changes nothing
+		if opened != nil {
+			opened.Close() // done with it: a failed close changes nothing
 		}
 		ss.rejected(r, http.StatusBadRequest, fmt.Errorf("WebSocket handshake failed: %w", err))
 		return clientSide{}, false
