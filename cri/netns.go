@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -40,7 +41,7 @@ func (c *Client) SandboxReady(ctx context.Context, sandboxID string) (bool, erro
 	resp, err := c.rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
 	if err != nil {
 		err = wrap(err)
-		if e, ok := err.(*Error); ok && e.Kind == NotFound {
+		if e := (*Error)(nil); errors.As(err, &e) && e.Kind == NotFound {
 			return false, nil
 		}
 		return false, fmt.Errorf("CRI PodSandboxStatus of sandbox %s: %w", sandboxID, err)
