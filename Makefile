@@ -31,7 +31,7 @@ test-short:
 ## fuzz: every fuzz target (the parsers of untrusted bytes) for FUZZTIME each; crashers land in testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
-	translator:FuzzFrameFollowers internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
+	translator:FuzzFrameFollowers translator:FuzzTunnelUp internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
 	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder internal/spdy:FuzzReader \
 	recording:FuzzPlainUntil portmux:FuzzParseFrame
 fuzz:

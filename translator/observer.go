@@ -36,12 +36,11 @@ func binaryChannels(protocol string) bool {
 // it.
 type clientFollower struct {
 	messageFollower
-	obs       Observer // nil: only data is counted
-	key       [wire.MaskLen]byte
-	pos       int // the mask position within the frame's payload
-	resizes   wire.ResizeStream
-	badResize bool // a resize stream it could not read: no more resizes
-	scratch   [512]byte
+	obs     Observer // nil: only data is counted
+	key     [wire.MaskLen]byte
+	pos     int // the mask position within the frame's payload
+	resizes resizeFollower
+	scratch [512]byte
 }
 
 func (c *clientFollower) follow(b []byte) {
@@ -70,14 +69,29 @@ func (c *clientFollower) payload(b []byte) {
 		case len(p) == 0:
 		case c.channel == ChanStdin:
 			c.obs.Input(p)
-		case c.channel == ChanResize && !c.badResize:
-			sizes, err := c.resizes.Feed(p)
-			if err != nil {
-				c.badResize = true
-			}
-			for _, s := range sizes {
-				c.obs.Resize(s.Width, s.Height)
-			}
+		case c.channel == ChanResize:
+			c.resizes.feed(c.obs, p)
 		}
+	}
+}
+
+// resizeFollower reads a resize stream's JSON (client-go writes one
+// continuous stream of sizes) for an observer: each size as it completes.
+// A stream it cannot read shows no more sizes.
+type resizeFollower struct {
+	rs  wire.ResizeStream
+	bad bool
+}
+
+func (f *resizeFollower) feed(obs Observer, p []byte) {
+	if f.bad {
+		return
+	}
+	sizes, err := f.rs.Feed(p)
+	if err != nil {
+		f.bad = true
+	}
+	for _, s := range sizes {
+		obs.Resize(s.Width, s.Height)
 	}
 }

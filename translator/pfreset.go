@@ -105,7 +105,7 @@ func (p *pfResets) opened(id uint32, h http.Header) {
 }
 
 // clientFrame reads one of the client's header frames (SYN_STREAM,
-// SYN_REPLY, HEADERS) as spdy.Boundary.FeedHeaders hands it over: nil for
+// SYN_REPLY, HEADERS) whole, as the tunnel's up copy reads it: nil for
 // one too large to hold, which loses the header stream.
 func (p *pfResets) clientFrame(frame []byte) {
 	p.mu.Lock()

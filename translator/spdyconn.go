@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/kubestream/kubestream/internal/spdy"
-	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // spdyConn is the client end of a SPDY/3.1 connection to a runtime's
@@ -24,7 +23,7 @@ type spdyConn struct {
 
 	// The read side, the session's runtime reader's alone: frames read
 	// through the stage (internal/wire/stage.go).
-	src stagedConn
+	src staged
 	fr  *spdy.Reader
 
 	wmu        sync.Mutex // one frame at a time on the wire
@@ -36,7 +35,7 @@ type spdyConn struct {
 }
 
 func newSPDYConn(c net.Conn) *spdyConn {
-	sc := &spdyConn{conn: c, nextID: 1, src: stagedConn{conn: c}}
+	sc := &spdyConn{conn: c, nextID: 1, src: staged{r: c}}
 	sc.fr = spdy.NewReader(&sc.src)
 	return sc
 }
@@ -188,32 +187,3 @@ func (c *spdyConn) readPayload(p []byte) error { return c.fr.ReadFull(p) }
 func (c *spdyConn) discard() error { return c.fr.Skip() }
 
 func (c *spdyConn) Close() error { return c.conn.Close() }
-
-// stagedConn is the runtime connection read through a wire.Stage, as the
-// spdy.Reader's source: a read runs on into the room behind p, up to
-// cap(p) (readPayload).
-type stagedConn struct {
-	conn net.Conn
-	st   wire.Stage
-}
-
-func (s *stagedConn) Read(p []byte) (int, error) {
-	return s.st.Read(s.conn, p[:cap(p)], len(p))
-}
-
-// Peek stages n bytes (at most wire.ReadBufSize).
-func (s *stagedConn) Peek(n int) ([]byte, error) {
-	if err := s.st.Fill(s.conn, n); err != nil {
-		return nil, err
-	}
-	return s.st.Staged()[:n], nil
-}
-
-func (s *stagedConn) Discard(n int) (int, error) {
-	if err := s.st.Skip(s.conn, n); err != nil {
-		return 0, err
-	}
-	return n, nil
-}
-
-func (s *stagedConn) Buffered() int { return len(s.st.Staged()) }

@@ -101,33 +101,6 @@ func TestSPDYConnAgainstSpdystream(t *testing.T) {
 	srvConn.Close()
 }
 
-func TestSPDYBoundary(t *testing.T) {
-	data := func(n int) []byte { // a data frame with n payload bytes
-		return append([]byte{0, 0, 0, 1, 0, byte(n >> 16), byte(n >> 8), byte(n)}, make([]byte, n)...)
-	}
-	ping := []byte{0x80, 3, 0, 6, 0, 0, 0, 4, 0, 0, 0, 1}
-	cases := []struct {
-		name   string
-		pieces [][]byte
-		want   []bool // atBoundary after each piece
-	}{
-		{"whole frames", [][]byte{data(10), ping}, []bool{true, true}},
-		{"header in words, then payload", [][]byte{data(100)[:4], data(100)[4:8], data(100)[8:]}, []bool{false, false, true}},
-		{"two frames in one piece", [][]byte{append(data(3), ping...)}, []bool{true}},
-		{"frame and a half", [][]byte{append(data(3), ping[:5]...), ping[5:]}, []bool{false, true}},
-		{"empty data frame", [][]byte{data(0)}, []bool{true}},
-	}
-	for _, tc := range cases {
-		var b spdy.Boundary
-		for i, p := range tc.pieces {
-			b.Feed(p)
-			if b.AtBoundary() != tc.want[i] {
-				t.Errorf("%s: piece %d: atBoundary %v, want %v", tc.name, i, b.AtBoundary(), tc.want[i])
-			}
-		}
-	}
-}
-
 // chunkConn serves a byte stream in reads of at most chunk bytes, counting
 // the reads, then io.EOF.
 type chunkConn struct {

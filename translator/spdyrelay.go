@@ -170,8 +170,7 @@ type spdyRelay struct {
 	obs               Observer
 	outStreams        map[uint32]byte
 	stdinID, resizeID uint32
-	resizes           wire.ResizeStream
-	badResize         bool
+	resizes           resizeFollower // the up copier's
 	// status collects the error stream's data (v4), for the audit record;
 	// errClosed: the runtime finished an error stream (with no data: the
 	// command succeeded).

@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"bufio"
 	"io"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 // streams the runtime closes. It returns nil when the runtime closed the
 // connection, else why its side ended.
 func (r *spdyRelay) down() error {
-	fr := spdy.NewReader(bufio.NewReaderSize(r.rt, wire.ReadBufSize))
+	fr := spdy.NewReader(&staged{r: r.rt})
 	dst := &frameWriter{cw: &r.cw, fr: fr}
 	for {
 		h, err := fr.Next()
@@ -68,11 +67,11 @@ func (r *spdyRelay) downFrame(fr *spdy.Reader, h spdy.Header, dst *frameWriter) 
 	bp := wire.GetBuf(spdy.HeaderLen + r.cfg.BufferSize)
 	defer wire.PutBuf(bp)
 	data := !h.Control()
-	var seen func([]byte)
+	show := notShown
 	if data {
-		seen = r.outputSeen(h.StreamID())
+		show = r.outputShown(h.StreamID())
 	}
-	if err := r.copyFrame(dst, fr, h, *bp, &r.res.BytesDown, r.graceForFrame, seen); err != nil {
+	if err := r.copyFrame(dst, fr, h, *bp, true, show); err != nil {
 		return err // cut after its first piece, it leaves cw mid: downEnded
 	}
 	if r.jsonStatus && data && h.Length() > 0 {
@@ -130,25 +129,31 @@ func (r *spdyRelay) graceForFrame(err error) bool {
 }
 
 // copyFrame copies one frame: header h, then its payload from fr, through
-// buf, header and first payload bytes in one write; seen, if set, is shown
-// each piece of the payload once it is written. retry, if set, may let a
-// read that failed go on.
-func (r *spdyRelay) copyFrame(dst io.Writer, fr *spdy.Reader, h spdy.Header, buf []byte, count *uint64, retry func(error) bool, seen func([]byte)) error {
+// buf, header and first payload bytes in one write, and counts it (down:
+// the runtime's frame to the client, else the client's to the runtime).
+// The observer is shown each piece of the payload once it is written, as
+// channel show (notShown: nothing). A read of the runtime's frame that
+// fails may go on (graceForFrame).
+func (r *spdyRelay) copyFrame(dst io.Writer, fr *spdy.Reader, h spdy.Header, buf []byte, down bool, show byte) error {
+	count := &r.res.BytesUp
+	if down {
+		count = &r.res.BytesDown
+	}
 	fill := copy(buf, h[:])
 	for {
 		k := min(fr.Remaining(), len(buf)-fill)
 		for got := 0; got < k; {
 			m, err := fr.Read(buf[fill+got : fill+k])
 			got += m
-			if err != nil && got < k && (retry == nil || !retry(err)) {
+			if err != nil && got < k && !(down && r.graceForFrame(err)) {
 				return err
 			}
 		}
 		if _, err := dst.Write(buf[:fill+k]); err != nil {
 			return err
 		}
-		if seen != nil && k > 0 {
-			seen(buf[fill : fill+k])
+		if show != notShown && k > 0 {
+			r.show(show, buf[fill:fill+k])
 		}
 		*count += uint64(fill + k)
 		if fr.Remaining() == 0 {
@@ -172,19 +177,19 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// outputSeen is what the down copier shows the observer of a data frame on
-// stream id: stdout and stderr, nothing else (nil).
-func (r *spdyRelay) outputSeen(id uint32) func([]byte) {
+// outputShown is the channel the down copier shows the observer a data
+// frame on stream id as: stdout's or stderr's, else notShown.
+func (r *spdyRelay) outputShown(id uint32) byte {
 	if r.obs == nil {
-		return nil
+		return notShown
 	}
 	r.mu.Lock()
 	ch, ok := r.outStreams[id]
 	r.mu.Unlock()
 	if !ok {
-		return nil
+		return notShown
 	}
-	return func(p []byte) { r.obs.Output(ch, p) }
+	return ch
 }
 
 // keepStatus keeps a data frame's payload when it is on an error stream

@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -16,7 +15,7 @@ import (
 // PINGs itself. It ends when the client's side does; the runtime then gets
 // a half-close and the grace to finish.
 func (r *spdyRelay) up() {
-	fr := spdy.NewReader(bufio.NewReaderSize(r.client, wire.ReadBufSize))
+	fr := spdy.NewReader(&staged{r: r.client})
 	// Held for the session, unlike the tunnel's per-frame borrowing: this
 	// loop parks in the header read with frames of the client's own
 	// streams (stdin) interleaved with control frames it must rewrite, and
@@ -51,7 +50,7 @@ func (r *spdyRelay) upFrames(fr *spdy.Reader, buf []byte) error {
 		if h.Control() {
 			err = r.upControl(fr, h, buf)
 		} else {
-			err = r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, r.inputSeen(h.StreamID()))
+			err = r.copyFrame(r.rt, fr, h, buf, false, r.inputShown(h.StreamID()))
 		}
 		if err != nil {
 			return err
@@ -79,7 +78,7 @@ func (r *spdyRelay) upControl(fr *spdy.Reader, h spdy.Header, buf []byte) error 
 		_, err := r.rt.Write(frame)
 		return err
 	}
-	return r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, nil)
+	return r.copyFrame(r.rt, fr, h, buf, false, notShown)
 }
 
 // ping answers the client's own PING (RelaySPDY says why here) and passes
@@ -117,7 +116,7 @@ func (r *spdyRelay) headerFrame(fr *spdy.Reader, h spdy.Header, buf []byte) erro
 	n := h.Length()
 	if n > maxHeaderFrame || n+spdy.HeaderLen > len(buf) {
 		r.stopTracking()
-		return r.copyFrame(r.rt, fr, h, buf, &r.res.BytesUp, nil, nil)
+		return r.copyFrame(r.rt, fr, h, buf, false, notShown)
 	}
 	frame := buf[:spdy.HeaderLen+n]
 	copy(frame, h[:])
@@ -184,24 +183,32 @@ func (r *spdyRelay) stopTracking() {
 	r.mu.Unlock()
 }
 
-// inputSeen is the up copier's: stdin, and the resize stream read as the
-// continuous JSON stream client-go writes.
-func (r *spdyRelay) inputSeen(id uint32) func([]byte) {
+// inputShown is the channel the up copier shows the observer a data frame
+// on stream id as: stdin's, the resize stream's, else notShown.
+func (r *spdyRelay) inputShown(id uint32) byte {
 	switch {
 	case r.obs == nil || id == 0:
-		return nil
+		return notShown
 	case id == r.stdinID:
-		return r.obs.Input
-	case id == r.resizeID && !r.badResize:
-		return func(p []byte) {
-			sizes, err := r.resizes.Feed(p)
-			if err != nil {
-				r.badResize = true
-			}
-			for _, s := range sizes {
-				r.obs.Resize(s.Width, s.Height)
-			}
-		}
+		return ChanStdin
+	case id == r.resizeID:
+		return ChanResize
 	}
-	return nil
+	return notShown
+}
+
+// notShown: a payload the observer is not shown.
+const notShown byte = 0xff
+
+// show shows the observer a piece of a payload the relay passed on, as
+// channel ch (v5's numbering): stdin, a resize stream's JSON, or output.
+func (r *spdyRelay) show(ch byte, p []byte) {
+	switch ch {
+	case ChanStdin:
+		r.obs.Input(p)
+	case ChanResize:
+		r.resizes.feed(r.obs, p)
+	default:
+		r.obs.Output(ch, p)
+	}
 }

@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -89,59 +88,45 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	return res
 }
 
-// tunnelUp copies the client's messages to the runtime until the client's
-// side ends (its close, a broken connection, a message that is not binary),
-// returning the bytes carried and why it ended. It runs on the handler's
-// goroutine, which owns the client's read side. The client's header
-// frames are read on the way, to tell pf the streams it opens.
-func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (up uint64, _ error) {
-	// client-go writes each SPDY frame as several messages (header
-	// words, then payload); passing each on would cost a syscall and a
-	// TCP segment apiece. Bytes are held until they end a frame (or
-	// fill the buffer): the rest of a started frame is always on its
-	// way, so holding it never stalls the session.
-	var frames spdy.Boundary
-	fill := 0
-	flush := func() error {
-		if fill == 0 {
-			return nil
-		}
-		if _, err := rt.Write(buf[:fill]); err != nil {
-			return fmt.Errorf("writing tunnel data to runtime: %w", err)
-		}
-		up += uint64(fill)
-		fill = 0
-		return nil
-	}
+// tunnelUp copies the client's SPDY frames to the runtime until the
+// client's side ends (its close, a broken connection, a message that is
+// not binary), returning the bytes carried and why it ended. It runs on
+// the handler's goroutine, which owns the client's read side. The
+// client's header frames are read whole on the way, to tell pf the
+// streams it opens.
+//
+// client-go writes each SPDY frame as several messages (header words,
+// then payload); passing each on would cost a system call and a TCP
+// segment apiece, so frames are gathered and written when no further one
+// is already read (or the batch is full). The rest of a started frame is
+// always on its way, so holding its start never stalls the session.
+func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (uint64, error) {
+	fr := spdy.NewReader(&staged{r: &clientStream{wc: wc}})
+	b := &frameBatch{buf: buf, rt: rt}
 	for {
-		mt, r, err := wc.NextReader()
-		if err != nil {
-			return up, err
-		}
-		if mt != websocket.BinaryMessage {
-			return up, fmt.Errorf("tunnel carries binary messages only, got type %d", mt)
-		}
-		for {
-			n, err := r.Read(buf[fill:])
-			frames.FeedHeaders(buf[fill:fill+n], maxHeaderFrame, pf.clientFrame)
-			fill += n
-			if fill == len(buf) {
-				if err := flush(); err != nil {
-					return up, err
-				}
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return up, err
+		if _, ok := fr.Buffered(); b.fill > 0 && !ok {
+			if err := b.flush(); err != nil {
+				return b.total, err
 			}
 		}
-		if frames.AtBoundary() {
-			if err := flush(); err != nil {
-				return up, err
-			}
+		var rerr, werr error
+		h, rerr := fr.Next()
+		if rerr == nil {
+			rerr, werr = b.clientFrame(fr, h, pf)
 		}
+		if werr != nil {
+			return b.total, werr
+		}
+		if rerr != nil {
+			// The runtime gets every frame the client finished; of one
+			// it cut, only what a full batch sent on already.
+			b.fill = b.whole
+			if err := b.flush(); err != nil {
+				return b.total, err
+			}
+			return b.total, rerr
+		}
+		b.whole = b.fill
 	}
 }
 
@@ -153,99 +138,68 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (up uint64, 
 // call and a TCP segment on the client leg); none waits for more to come.
 // msg[:Headroom] takes each message's frame header (wire.Conn.WriteInPlace).
 func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, error) {
-	m := &tunnelMsg{wc: wc, msg: msg}
-	fr := spdy.NewReader(bufio.NewReaderSize(rt, wire.ReadBufSize))
+	b := &frameBatch{buf: msg, head: wire.Headroom, ws: wc}
+	fr := spdy.NewReader(&staged{r: rt})
 	for {
-		if _, ok := fr.Buffered(); m.fill > 0 && !ok {
-			if err := m.flush(); err != nil {
-				return m.total, err
+		if _, ok := fr.Buffered(); b.fill > 0 && !ok {
+			if err := b.flush(); err != nil {
+				return b.total, err
 			}
 		}
 		h, err := fr.Next()
 		if err != nil {
-			return m.total, m.flush() // the runtime ended the SPDY session
+			return b.total, b.flush() // the runtime ended the SPDY session
 		}
 		before, handled, err := pf.runtimeFrame(fr, h)
 		if err != nil {
-			return m.total, m.flush()
+			return b.total, b.flush()
 		}
-		if err := m.put(before); err != nil {
-			return m.total, err
+		if err := b.put(before); err != nil {
+			return b.total, err
 		}
 		if handled {
 			continue
 		}
-		if err := m.put(h[:]); err != nil {
-			return m.total, err
+		if err := b.put(h[:]); err != nil {
+			return b.total, err
 		}
-		rerr, werr := m.copyPayload(fr)
+		rerr, werr := b.copyPayload(fr)
 		if werr != nil {
-			return m.total, werr
+			return b.total, werr
 		}
 		if rerr != nil {
-			return m.total, m.flush()
+			return b.total, b.flush()
 		}
 	}
 }
 
-// tunnelMsg is the message tunnelDown fills: the runtime's frames and the
-// node's own (pf's), until a flush sends it.
-type tunnelMsg struct {
-	wc    *wire.Conn
-	msg   []byte // msg[:wire.Headroom] takes the message's frame header
-	fill  int    // bytes in msg[wire.Headroom:]
-	total uint64 // bytes sent
+// clientStream is the client's binary messages read as the one byte
+// stream they carry (the tunnel's SPDY session). A message of another
+// type ends it.
+type clientStream struct {
+	wc  *wire.Conn
+	msg io.Reader // the current message; nil between messages
 }
 
-func (m *tunnelMsg) flush() error {
-	if m.fill == 0 {
-		return nil
-	}
-	if err := m.wc.WriteInPlace(m.msg[:wire.Headroom+m.fill]); err != nil {
-		return err
-	}
-	m.total += uint64(m.fill)
-	m.fill = 0
-	return nil
-}
-
-// room is the message's free room, after a flush when it has none.
-func (m *tunnelMsg) room() ([]byte, error) {
-	if wire.Headroom+m.fill == len(m.msg) {
-		if err := m.flush(); err != nil {
-			return nil, err
+func (c *clientStream) Read(p []byte) (int, error) {
+	for {
+		if c.msg != nil {
+			n, err := c.msg.Read(p)
+			if err != io.EOF {
+				return n, err
+			}
+			c.msg = nil
+			if n > 0 {
+				return n, nil
+			}
 		}
-	}
-	return m.msg[wire.Headroom+m.fill:], nil
-}
-
-// put adds out to the message.
-func (m *tunnelMsg) put(out []byte) error {
-	for len(out) > 0 {
-		room, err := m.room()
+		mt, r, err := c.wc.NextReader()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		k := copy(room, out)
-		m.fill += k
-		out = out[k:]
+		if mt != websocket.BinaryMessage {
+			return 0, fmt.Errorf("tunnel carries binary messages only, got type %d", mt)
+		}
+		c.msg = r
 	}
-	return nil
-}
-
-// copyPayload adds the rest of fr's frame to the message: rerr is why the
-// runtime's side ended inside it, werr why the client's did.
-func (m *tunnelMsg) copyPayload(fr *spdy.Reader) (rerr, werr error) {
-	for fr.Remaining() > 0 {
-		room, err := m.room()
-		if err != nil {
-			return nil, err
-		}
-		k, err := fr.Read(room)
-		m.fill += k
-		if err != nil {
-			return err, nil
-		}
-	}
-	return nil, nil
 }

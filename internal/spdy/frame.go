@@ -1,10 +1,9 @@
 // Package spdy is the SPDY/3.1 framing (draft-mbelshe-httpbis-spdy-00 §2)
 // that kubestream reads and writes itself: the frame layout, the header
 // blocks (written as stored deflate blocks, read through compress/zlib with
-// the protocol's dictionary), a reader of frames (Reader) and a follower
-// of frame boundaries in bytes passed on as they come (Boundary). The
-// translator's runtime-leg client and relay and the runtime side's tunnel
-// server share it.
+// the protocol's dictionary) and the one reader of frames (Reader). The
+// translator's runtime-leg client, relay and tunnel and the runtime side's
+// tunnel server share it.
 //
 // Written by hand because spdystream, the library Kubernetes uses, runs
 // ~11 goroutines and a zlib compressor (~900 KiB) per connection and
@@ -168,68 +167,3 @@ func AppendHeaders(dst []byte, typ uint16, fixed []byte, first bool, kv ...strin
 	dst[start+5], dst[start+6], dst[start+7] = byte(n>>16), byte(n>>8), byte(n)
 	return dst
 }
-
-// Boundary follows SPDY frame boundaries in a byte stream. Every SPDY
-// frame, control or data, has its 24-bit length in bytes 5-7 of its 8-byte
-// header.
-type Boundary struct {
-	hdr  [HeaderLen]byte
-	nhdr int // header bytes of the current frame seen so far
-	rem  int // payload bytes of the current frame still to come
-	// kept holds the current frame while FeedHeaders keeps it whole.
-	kept    []byte
-	keeping bool
-}
-
-// Feed follows p.
-func (b *Boundary) Feed(p []byte) { b.FeedHeaders(p, 0, nil) }
-
-// FeedHeaders follows p as Feed does and calls each with every frame that
-// carries a header block (SYN_STREAM, SYN_REPLY, HEADERS) once it is
-// whole, when it is at most max bytes; a larger one is passed as nil (its
-// block is lost, and with it the header stream's zlib context). The frame
-// is only lent: each must copy what it keeps.
-func (b *Boundary) FeedHeaders(p []byte, max int, each func(frame []byte)) {
-	for len(p) > 0 {
-		if b.rem > 0 {
-			k := min(b.rem, len(p))
-			if b.keeping {
-				b.kept = append(b.kept, p[:k]...)
-			}
-			b.rem -= k
-			p = p[k:]
-			if b.rem == 0 && b.keeping {
-				b.keeping = false
-				each(b.kept)
-			}
-			continue
-		}
-		k := copy(b.hdr[b.nhdr:], p)
-		b.nhdr += k
-		p = p[k:]
-		if b.nhdr < HeaderLen {
-			continue
-		}
-		b.rem = Length(b.hdr[:])
-		b.nhdr = 0
-		if each == nil || !Control(b.hdr[:]) {
-			continue
-		}
-		switch ControlType(b.hdr[:]) {
-		case TypeSynStream, TypeSynReply, TypeHeaders:
-		default:
-			continue
-		}
-		switch {
-		case b.rem+HeaderLen > max:
-			each(nil)
-		case b.rem == 0:
-			each(b.hdr[:])
-		default:
-			b.keeping = true
-			b.kept = append(b.kept[:0], b.hdr[:]...)
-		}
-	}
-}
-
-func (b *Boundary) AtBoundary() bool { return b.nhdr == 0 && b.rem == 0 }

@@ -118,36 +118,3 @@ func FuzzHeaderDecoder(f *testing.F) {
 		}
 	})
 }
-
-// TestFeedHeaders: the header frames come out whole however the stream is
-// cut, data and other control frames do not, and one over the limit comes
-// out as nil.
-func TestFeedHeaders(t *testing.T) {
-	syn := AppendHeaders(nil, TypeSynStream, make([]byte, SynStreamFixed), true, "streamtype", "error")
-	data := make([]byte, HeaderLen+100)
-	PutDataHeader(data, 1, 100, false)
-	ping := append(AppendControl(nil, TypePing, 0, 4), 0, 0, 0, 1)
-	syn2 := AppendHeaders(nil, TypeSynStream, make([]byte, SynStreamFixed), false, "streamtype", "data")
-	var stream []byte
-	for _, f := range [][]byte{data, syn, ping, data, syn2} {
-		stream = append(stream, f...)
-	}
-	for _, cut := range []int{1, 3, 7, 64, len(stream)} {
-		var b Boundary
-		var got [][]byte
-		for p := stream; len(p) > 0; {
-			k := min(cut, len(p))
-			b.FeedHeaders(p[:k], 1024, func(f []byte) { got = append(got, bytes.Clone(f)) })
-			p = p[k:]
-		}
-		if len(got) != 2 || !bytes.Equal(got[0], syn) || !bytes.Equal(got[1], syn2) || !b.AtBoundary() {
-			t.Fatalf("cut %d: kept %d frames (%x), at boundary %v", cut, len(got), got, b.AtBoundary())
-		}
-	}
-	var b Boundary
-	var got [][]byte
-	b.FeedHeaders(stream, len(syn2)-1, func(f []byte) { got = append(got, f) })
-	if len(got) != 2 || got[0] != nil || got[1] != nil {
-		t.Fatalf("over the limit: %x", got)
-	}
-}

@@ -81,22 +81,24 @@ func (s *Stage) Read(r io.Reader, p []byte, want int) (int, error) {
 	return s.pos, err
 }
 
-// Skip consumes n bytes of r.
-func (s *Stage) Skip(r io.Reader, n int) error {
-	for n > 0 {
-		k := min(n, s.end-s.pos)
+// Skip consumes n bytes of r, returning how many it consumed: n, or fewer
+// with the error that stopped it (the stream's position stays known, so a
+// read that timed out can be retried).
+func (s *Stage) Skip(r io.Reader, n int) (int, error) {
+	skipped := 0
+	for {
+		k := min(n-skipped, s.end-s.pos)
 		s.pos += k
-		n -= k
-		if n == 0 {
-			return nil
+		skipped += k
+		if skipped == n {
+			return n, nil
 		}
 		m, err := r.Read(s.buf[:])
 		s.pos, s.end = 0, m
 		if err != nil && m == 0 {
-			return err
+			return skipped, err
 		}
 	}
-	return nil
 }
 
 // EOFErr is io.ReadFull's rule: io.EOF when nothing was read,
