@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kubestream/kubestream/internal/spdy"
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // spdyConn is the client end of a SPDY/3.1 connection to a runtime's
@@ -23,7 +24,7 @@ type spdyConn struct {
 
 	// The read side, the session's runtime reader's alone: frames read
 	// through the stage (internal/wire/stage.go).
-	src staged
+	src wire.StagedReader
 	fr  *spdy.Reader
 
 	wmu        sync.Mutex // one frame at a time on the wire
@@ -35,7 +36,7 @@ type spdyConn struct {
 }
 
 func newSPDYConn(c net.Conn) *spdyConn {
-	sc := &spdyConn{conn: c, nextID: 1, src: staged{r: c}}
+	sc := &spdyConn{conn: c, nextID: 1, src: wire.StagedReader{R: c}}
 	sc.fr = spdy.NewReader(&sc.src)
 	return sc
 }

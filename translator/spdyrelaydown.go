@@ -12,7 +12,7 @@ import (
 // streams the runtime closes. It returns nil when the runtime closed the
 // connection, else why its side ended.
 func (r *spdyRelay) down() error {
-	fr := spdy.NewReader(&staged{r: r.rt})
+	fr := spdy.NewReader(&wire.StagedReader{R: r.rt})
 	dst := &frameWriter{cw: &r.cw, fr: fr}
 	for {
 		h, err := fr.Next()

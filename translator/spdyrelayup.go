@@ -15,7 +15,7 @@ import (
 // PINGs itself. It ends when the client's side does; the runtime then gets
 // a half-close and the grace to finish.
 func (r *spdyRelay) up() {
-	fr := spdy.NewReader(&staged{r: r.client})
+	fr := spdy.NewReader(&wire.StagedReader{R: r.client})
 	// Held for the session, unlike the tunnel's per-frame borrowing: this
 	// loop parks in the header read with frames of the client's own
 	// streams (stdin) interleaved with control frames it must rewrite, and

@@ -3,8 +3,6 @@ package translator
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 
 	"github.com/gorilla/websocket"
@@ -101,7 +99,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 // is already read (or the batch is full). The rest of a started frame is
 // always on its way, so holding its start never stalls the session.
 func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (uint64, error) {
-	fr := spdy.NewReader(&staged{r: &clientStream{wc: wc}})
+	fr := spdy.NewReader(&wire.StagedReader{R: wc.BinaryStream()})
 	b := &frameBatch{buf: buf, rt: rt}
 	for {
 		if _, ok := fr.Buffered(); b.fill > 0 && !ok {
@@ -139,7 +137,7 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (uint64, err
 // msg[:Headroom] takes each message's frame header (wire.Conn.WriteInPlace).
 func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, error) {
 	b := &frameBatch{buf: msg, head: wire.Headroom, ws: wc}
-	fr := spdy.NewReader(&staged{r: rt})
+	fr := spdy.NewReader(&wire.StagedReader{R: rt})
 	for {
 		if _, ok := fr.Buffered(); b.fill > 0 && !ok {
 			if err := b.flush(); err != nil {
@@ -170,36 +168,5 @@ func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, e
 		if rerr != nil {
 			return b.total, b.flush()
 		}
-	}
-}
-
-// clientStream is the client's binary messages read as the one byte
-// stream they carry (the tunnel's SPDY session). A message of another
-// type ends it.
-type clientStream struct {
-	wc  *wire.Conn
-	msg io.Reader // the current message; nil between messages
-}
-
-func (c *clientStream) Read(p []byte) (int, error) {
-	for {
-		if c.msg != nil {
-			n, err := c.msg.Read(p)
-			if err != io.EOF {
-				return n, err
-			}
-			c.msg = nil
-			if n > 0 {
-				return n, nil
-			}
-		}
-		mt, r, err := c.wc.NextReader()
-		if err != nil {
-			return 0, err
-		}
-		if mt != websocket.BinaryMessage {
-			return 0, fmt.Errorf("tunnel carries binary messages only, got type %d", mt)
-		}
-		c.msg = r
 	}
 }

@@ -3,9 +3,6 @@ package translator
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
-	"os"
 	"testing"
 
 	"k8s.io/klog/v2"
@@ -123,50 +120,4 @@ func frameAligned(b []byte) bool {
 		b = b[spdy.HeaderLen+spdy.Length(b):]
 	}
 	return true
-}
-
-// timeoutOnce serves its chunks one per read, with a timeout in place of
-// the one at index fail.
-type timeoutOnce struct {
-	chunks [][]byte
-	fail   int
-	reads  int
-}
-
-func (r *timeoutOnce) Read(p []byte) (int, error) {
-	i := r.reads
-	r.reads++
-	switch {
-	case i == r.fail:
-		return 0, os.ErrDeadlineExceeded
-	case len(r.chunks) == 0:
-		return 0, io.EOF
-	}
-	n := copy(p, r.chunks[0])
-	r.chunks[0] = r.chunks[0][n:]
-	if len(r.chunks[0]) == 0 {
-		r.chunks = r.chunks[1:]
-	}
-	return n, nil
-}
-
-// TestStagedSkipResumes: a skip that a read deadline cuts says how far it
-// got, so that once reads go on the frame's rest is skipped and the next
-// header read, not bytes of the payload.
-func TestStagedSkipResumes(t *testing.T) {
-	data := make([]byte, spdy.HeaderLen+6000)
-	spdy.PutDataHeader(data, 3, 6000, false)
-	ping := append(spdy.AppendControl(nil, spdy.TypePing, 0, 4), 0, 0, 0, 7)
-	src := &timeoutOnce{chunks: [][]byte{data[:100], data[100:5000], data[5000:], ping}, fail: 2}
-	fr := spdy.NewReader(&staged{r: src})
-	if _, err := fr.Next(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fr.Skip(); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("skip: %v, want the deadline", err)
-	}
-	h, err := fr.Next()
-	if err != nil || !h.Control() || h.Type() != spdy.TypePing {
-		t.Fatalf("after the deadline: %x, %v; want the PING", h, err)
-	}
 }

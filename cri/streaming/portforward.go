@@ -57,7 +57,7 @@ func (s *backend) runTunnel(ws *websocket.Conn, sandbox string, logger klog.Logg
 		wc.CloseWith(nil, websocket.CloseNormalClosure, "")
 	case errors.Is(rerr, wire.ErrProtocol), errors.Is(rerr, websocket.ErrReadLimit):
 		// The WebSocket reader sent the close code.
-	case errors.Is(rerr, errTunnelProtocol), errors.Is(rerr, spdy.ErrHeaders):
+	case errors.Is(rerr, errTunnelProtocol), errors.Is(rerr, wire.ErrNotBinary), errors.Is(rerr, spdy.ErrHeaders):
 		logger.V(2).Info("Port-forward client broke the SPDY protocol", "err", rerr)
 		wc.CloseWith(nil, websocket.CloseProtocolError, rerr.Error())
 		wc.Drain()

@@ -1,10 +1,10 @@
 package streaming
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -26,6 +26,13 @@ const (
 )
 
 var errGoAway = errors.New("client ended the SPDY session")
+
+// errTunnelProtocol marks a client that broke the tunnel's SPDY framing.
+var errTunnelProtocol = errors.New("port-forward tunnel")
+
+func tunnelErrf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errTunnelProtocol}, a...)...)
+}
 
 // pfTunnel is one port-forward session's SPDY side.
 type pfTunnel struct {
@@ -56,7 +63,7 @@ type pfTunnel struct {
 }
 
 func newTunnel(ctx context.Context, s *backend, wc *wire.Conn, sandbox string, logger klog.Logger) *pfTunnel {
-	t := &pfTunnel{s: s, wc: wc, in: spdy.NewReader(bufio.NewReaderSize(&msgStream{wc: wc}, wire.ReadBufSize)),
+	t := &pfTunnel{s: s, wc: wc, in: spdy.NewReader(&wire.StagedReader{R: wc.BinaryStream()}),
 		sandbox: sandbox, logger: logger, ctx: ctx, streams: map[uint32]*pfStream{}}
 	t.pairs = pairs{pending: map[string]*streamPair{}, timeout: s.config.StreamCreationTimeout, drop: t.drop}
 	return t

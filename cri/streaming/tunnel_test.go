@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
@@ -267,6 +269,7 @@ func FuzzTunnelClient(f *testing.F) {
 	f.Add(msg(syn(3, true, "data"), syn(1, false, "error")))
 	f.Add(msg(data(7, strings.Repeat("x", 100), false)))
 	cfg := DefaultConfig
+	cfg.Limits = cfg.Limits.WithDefaults() // as NewServer sets them: zero limits refuse every message
 	cfg.StreamCreationTimeout = 50 * time.Millisecond
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := &backend{config: cfg, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
@@ -281,4 +284,48 @@ func FuzzTunnelClient(f *testing.F) {
 			t.Fatal("the tunnel did not end")
 		}
 	})
+}
+
+// recordConn is a client connection that replays Src and keeps what the
+// server writes.
+type recordConn struct {
+	wiretest.LoopConn
+	mu  sync.Mutex
+	out []byte
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, p...)
+	return len(p), nil
+}
+
+// TestTunnelTextMessage: a text message inside a tunnel breaks its
+// protocol: the client is closed with 1002 and told why.
+func TestTunnelTextMessage(t *testing.T) {
+	syn := spdy.AppendHeaders(nil, spdy.TypeSynStream, []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, true, "streamtype", "error", "port", "80", "requestid", "0")
+	conn := &recordConn{LoopConn: wiretest.LoopConn{Src: append(wiretest.MaskedFrame(true, 2, syn), wiretest.MaskedFrame(true, 1, []byte("hello"))...)}}
+	cfg := DefaultConfig
+	cfg.Limits = cfg.Limits.WithDefaults() // as NewServer sets them
+	s := &backend{config: cfg, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
+	s.runTunnel(wiretest.ServerWS(t, conn, 0), "p1", klog.Background())
+	conn.mu.Lock()
+	out := conn.out
+	conn.mu.Unlock()
+	_, frames, ok := bytes.Cut(out, []byte("\r\n\r\n")) // after the 101
+	if !ok {
+		t.Fatalf("no handshake in %q", out)
+	}
+	ops, payloads := wiretest.ServerFrames(t, frames)
+	for i, op := range ops {
+		if op == websocket.CloseMessage {
+			code := int(payloads[i][0])<<8 | int(payloads[i][1])
+			if code != websocket.CloseProtocolError || !strings.Contains(string(payloads[i][2:]), "binary") {
+				t.Fatalf("closed with %d %q, want 1002 saying why", code, payloads[i][2:])
+			}
+			return
+		}
+	}
+	t.Fatalf("no close frame in %v", ops)
 }

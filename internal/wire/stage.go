@@ -7,8 +7,9 @@ import "io"
 // what it did. Reads larger than it go straight into the caller's buffer.
 const ReadBufSize = 4096
 
-// Stage is the read side both hand-written readers share (the client's
-// WebSocket frames in read.go, the translator's reader of the runtime's SPDY frames in spdyconn.go):
+// Stage is the read side the hand-written readers share (the client's
+// WebSocket frames in read.go; every SPDY frame reader's source,
+// StagedReader):
 // frame headers and small payloads are read through it; a large payload is
 // read straight into the caller's buffer and the read runs on into the room
 // behind it, the overflow (the next frame's header, most often) staged, so
@@ -109,3 +110,29 @@ func EOFErr(read int, err error) error {
 	}
 	return err
 }
+
+// StagedReader is R read through a Stage, as internal/spdy's Reader reads
+// its source: headers and small payloads come through the stage, and a
+// large payload read runs on into the room behind p, up to cap(p), the
+// overflow (the next frame's header, most often) staged, so that header
+// costs no read of its own. Its reader's alone.
+type StagedReader struct {
+	R  io.Reader
+	st Stage
+}
+
+func (s *StagedReader) Read(p []byte) (int, error) {
+	return s.st.Read(s.R, p[:cap(p)], len(p))
+}
+
+// Peek stages n bytes (at most ReadBufSize).
+func (s *StagedReader) Peek(n int) ([]byte, error) {
+	if err := s.st.Fill(s.R, n); err != nil {
+		return nil, err
+	}
+	return s.st.Staged()[:n], nil
+}
+
+func (s *StagedReader) Discard(n int) (int, error) { return s.st.Skip(s.R, n) }
+
+func (s *StagedReader) Buffered() int { return len(s.st.Staged()) }
