@@ -5,13 +5,8 @@
 package app
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,10 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
-	"k8s.io/klog/v2"
 
-	"github.com/kubestream/kubestream/audit"
-	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/refruntime"
 	"github.com/kubestream/kubestream/server"
 	"github.com/kubestream/kubestream/translator"
@@ -147,186 +139,6 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ReferenceWebSockets, "reference-websockets", o.ReferenceWebSockets, "Serve the embedded reference runtime's streaming URLs with kubestream's runtime-side server (cri/streaming), which speaks v5 and the port-forward tunnel itself, as a runtime adopting it does (exercises the direct path); false: cri-streaming's, which refuses both.")
 	fs.StringArrayVar(&o.ReferencePods, "reference-pod", o.ReferencePods, "A pod of the embedded reference runtime: namespace/pod/container=command args (repeatable).")
 	o.Features.AddFlag(fs)
-}
-
-// Running is a started kubestream.
-type Running struct {
-	Server   *server.Server
-	Addr     string // host:port
-	URL      string // https://host:port (http:// in development mode)
-	Endpoint string // the CRI endpoint in use
-	Runtime  *refruntime.Runtime
-
-	stop func()
-}
-
-// Stop ends sessions, the listener, the CRI client and the reference runtime.
-func (r *Running) Stop() { r.stop() }
-
-// Start brings kubestream up and returns once it is listening.
-func Start(ctx context.Context, o *ServeOptions) (_ *Running, err error) {
-	logger := klog.FromContext(ctx)
-	run := &Running{}
-	var cleanups []func()
-	run.stop = func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-		cleanups = nil
-	}
-	defer func() {
-		if err != nil {
-			run.stop()
-		}
-	}()
-
-	tc := translator.DefaultConfig()
-	tc.IdleTimeout = o.StreamingConnectionIdleTimeout
-	tc.StreamCreationTimeout = o.StreamCreationTimeout
-	tc.PingPeriod = o.WebSocketPingPeriod
-	tc.PongTimeout = o.WebSocketPongTimeout
-
-	run.Endpoint = o.ContainerRuntimeEndpoint
-	if run.Endpoint == "" {
-		pods, err := referencePods(o)
-		if err != nil {
-			return nil, err
-		}
-		// The reference runtime keeps cri-streaming's own timeouts, as a
-		// separate runtime would: the node's flags govern the node.
-		rt, err := refruntime.Start(ctx, refruntime.Options{Pods: pods, WebSockets: o.ReferenceWebSockets, RelativeURLs: o.ReferenceRelativeURLs})
-		if err != nil {
-			return nil, fmt.Errorf("starting the embedded reference runtime: %w", err)
-		}
-		cleanups = append(cleanups, rt.Stop)
-		run.Runtime = rt
-		run.Endpoint = rt.Endpoint()
-		logger.Info("Using the embedded reference runtime", "endpoint", run.Endpoint)
-	}
-	client, err := cri.Dial(ctx, run.Endpoint, o.RuntimeRequestTimeout)
-	if err != nil {
-		return nil, err
-	}
-	cleanups = append(cleanups, func() { client.Close() })
-
-	mode := server.DirectMode(o.RuntimeWebSocketStreaming)
-	if mode != server.DirectAuto && mode != server.DirectNever {
-		return nil, fmt.Errorf("--runtime-websocket-streaming=%q: want auto or never", o.RuntimeWebSocketStreaming)
-	}
-	cfg := server.Config{
-		Lookup:     cri.RuntimeLookup{C: client},
-		Runtime:    client,
-		Direct:     server.DirectConfig{Mode: mode, Recheck: o.RuntimeWebSocketRecheckPeriod},
-		Translator: tc,
-		Features:   o.Features,
-		NodeName:   o.NodeName,
-
-		StreamingVerbByMethod: o.StreamingVerbByMethod,
-		RuntimeReady:          client.Ready,
-		Limits:                server.Limits{MaxSessions: o.MaxStreamingSessions, MaxSessionsPerPod: o.MaxStreamingSessionsPerPod},
-		ShutdownMessage:       o.ShutdownMessage,
-		Sandboxes:             client,
-		PortForwardModes: server.PortForwardModes{MaxConnections: o.PortForwardMaxConnections,
-			UDPIdleTimeout: o.PortForwardUDPIdleTimeout},
-	}
-	if cfg.Limits.MaxSessions == 0 {
-		cfg.Limits.MaxSessions = server.DefaultMaxSessions()
-	}
-	cfg.Metrics = server.NewMetrics()
-	if o.AuditLogPath != "" {
-		// Closed after the server's shutdown (cleanups run last first), so
-		// every session's last record is written.
-		w, err := audit.NewFile(logger.WithName("audit"), audit.FileOptions{Path: o.AuditLogPath,
-			MaxSizeMB: o.AuditLogMaxSize, MaxBackups: o.AuditLogMaxBackup, MaxAgeDays: o.AuditLogMaxAge,
-			Dropped: cfg.Metrics.AuditDropped})
-		if err != nil {
-			return nil, fmt.Errorf("--audit-log-path: %w", err)
-		}
-		cleanups = append(cleanups, func() { _ = w.Close() })
-		cfg.Audit = w
-	}
-	if o.SessionRecordingDir != "" {
-		cfg.Recording = &server.RecordingConfig{Dir: o.SessionRecordingDir, Stdin: o.SessionRecordingStdin}
-	}
-	var tlsConfig *tls.Config
-	var servingFiles *servingTLS
-	scheme := "https"
-	switch {
-	case o.InsecureDevelopmentHTTP:
-		logger.Info("WARNING: serving plain HTTP without authentication (--insecure-development-http); never do this on a real node")
-		scheme = "http"
-	case o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" || o.ClientCAFile == "":
-		return nil, errors.New("--tls-cert-file, --tls-private-key-file and --client-ca-file are required (or --insecure-development-http for development)")
-	default:
-		st, err := newServingTLS(o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Authenticator = st.authenticator()
-		if cfg.Authorizer, err = authorizerFor(o); err != nil {
-			return nil, err
-		}
-		if tlsConfig, err = st.config(o.TLSMinVersion, o.TLSCipherSuites); err != nil {
-			return nil, err
-		}
-		servingFiles = st
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	run.Server = srv
-	if servingFiles != nil {
-		rctx, stop := context.WithCancel(klog.NewContext(context.Background(), logger))
-		reloaded := make(chan struct{})
-		go func() {
-			defer close(reloaded)
-			servingFiles.reload(rctx, o.TLSReloadPeriod, srv.Metrics())
-		}()
-		cleanups = append(cleanups, func() { stop(); <-reloaded })
-	}
-
-	l, err := net.Listen("tcp", net.JoinHostPort(o.Address, strconv.Itoa(o.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("listening: %w", err)
-	}
-	if tlsConfig != nil {
-		l = tls.NewListener(l, tlsConfig)
-	}
-	run.Addr = l.Addr().String()
-	run.URL = scheme + "://" + run.Addr
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 30 * time.Second,
-		// A request must arrive whole within RequestReadTimeout (a body
-		// that never comes is cut off); upgraded connections clear the
-		// deadline when they are taken over. Keep-alive connections idle
-		// for IdleConnectionTimeout are closed, as the kubelet's are after
-		// 90 s.
-		ReadTimeout: o.RequestReadTimeout,
-		IdleTimeout: o.IdleConnectionTimeout,
-		ConnState:   newConnGuard(idleConnBudget(server.DescriptorLimit()), srv.Metrics()).connState,
-		BaseContext: func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Serving stopped")
-		}
-	}()
-	cleanups = append(cleanups, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = hs.Close()
-		<-served
-		if err := srv.Shutdown(sctx); err != nil {
-			logger.Error(err, "Sessions did not end in time")
-		}
-	})
-	logger.Info("kubestream serving", "url", run.URL, "runtime", run.Endpoint,
-		"webSockets", o.Features.Enabled(server.ExtendWebSocketsToKubelet))
-	return run, nil
 }
 
 func referencePods(o *ServeOptions) ([]refruntime.PodSpec, error) {
