@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// medianCI is a distribution-free confidence interval for the median of
+// the paired ratios q (sorted), at least 95%: the order statistics
+// q[k-1] and q[n-k], with k the largest for which a median outside them
+// has a chance of at most 2.5% on each side (the sign test's binomial).
+// Pairs of one bulk session vary by ±0.2 here, so a median alone cannot
+// say whether a target a few hundredths away is met; the interval can.
+// ok is false for fewer than 6 pairs, which no such interval covers.
+func medianCI(q []float64) (lo, hi, level float64, ok bool) {
+	n := len(q)
+	tail := 0.0 // P(Binomial(n, 1/2) < k)
+	k := 0
+	for j := 0; ; j++ {
+		p := binomHalf(n, j)
+		if tail+p > 0.025 {
+			break
+		}
+		tail += p
+		k = j + 1
+	}
+	if k == 0 {
+		return 0, 0, 0, false
+	}
+	return q[k-1], q[n-k], 1 - 2*tail, true
+}
+
+// binomHalf is P(Binomial(n, 1/2) = j).
+func binomHalf(n, j int) float64 {
+	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x + 1)); return v }
+	return math.Exp(lg(n) - lg(j) - lg(n-j) - float64(n)*math.Ln2)
+}
+
+// pairedVerdict says whether paired ratios meet a target minimum: yes
+// when the median's interval lies at or above it, no when below, and
+// "not told apart" when the interval holds it (the pairs' noise hides the
+// difference).
+func pairedVerdict(ratios []float64, min float64) (summary, met string) {
+	q := slices.Sorted(slices.Values(ratios))
+	m := median(q)
+	lo, hi, level, ok := medianCI(q)
+	if !ok {
+		return fmt.Sprintf("%.2f (range %.2f–%.2f)", m, q[0], q[len(q)-1]), yesNo(m >= min)
+	}
+	summary = fmt.Sprintf("%.2f (%.0f%% interval %.2f–%.2f, range %.2f–%.2f)", m, 100*level, lo, hi, q[0], q[len(q)-1])
+	switch {
+	case lo >= min:
+		met = "yes"
+	case hi < min:
+		met = "**no**"
+	default:
+		met = "not told apart"
+	}
+	return summary, met
+}
