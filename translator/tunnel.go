@@ -36,7 +36,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	go func() {
 		defer close(pumpDone)
 		var werr error
-		res.BytesDown, werr = tunnelDown(wc, rt, make([]byte, wire.Headroom+spdy.HeaderLen+cfg.BufferSize), pf)
+		res.BytesDown, werr = tunnelDown(wc, rt, wire.NewBuf(wire.Headroom+spdy.HeaderLen+cfg.BufferSize), pf)
 		if werr != nil {
 			if !errors.Is(werr, wire.ErrSessionClosed) {
 				logger.V(3).Info("Writing tunnel data to client failed", "err", werr)
@@ -66,7 +66,7 @@ func ServeTunnel(ctx context.Context, ws *websocket.Conn, rt net.Conn, cfg Confi
 	// (wire.GetBuf): each holds a frame's start across reads that block
 	// until the frame's rest arrives.
 	var readErr error
-	res.BytesUp, readErr = tunnelUp(wc, rt, make([]byte, spdy.HeaderLen+cfg.BufferSize), pf)
+	res.BytesUp, readErr = tunnelUp(wc, rt, wire.NewBuf(spdy.HeaderLen+cfg.BufferSize), pf)
 	if !wc.Closed() {
 		code := websocket.CloseNormalClosure
 		if !wire.PeerClosed(readErr) {

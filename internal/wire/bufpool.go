@@ -7,13 +7,17 @@ import "sync"
 // connections' small bufio buffers and two goroutine stacks.
 var bufPools sync.Map // size → *sync.Pool of *[]byte
 
-// GetBuf borrows a buffer of exactly size bytes; PutBuf returns it.
+// GetBuf borrows a buffer of exactly size bytes, with ReadBufSize of
+// capacity behind them: a StagedReader reading a frame's payload into it
+// runs on into that room and so takes the next frame's header in the same
+// read (without it, a payload that fills the buffer costs a read more per
+// frame). PutBuf returns it.
 func GetBuf(size int) *[]byte {
 	p, ok := bufPools.Load(size)
 	if !ok {
 		// Loaded or stored, p is the pool.
 		p, _ = bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
-			b := make([]byte, size)
+			b := NewBuf(size)
 			return &b
 		}})
 	}
@@ -26,3 +30,7 @@ func PutBuf(b *[]byte) {
 		p.(*sync.Pool).Put(b)
 	}
 }
+
+// NewBuf makes a buffer of size bytes with ReadBufSize of capacity behind
+// them, as GetBuf lends (why there).
+func NewBuf(size int) []byte { return make([]byte, size, size+ReadBufSize) }
