@@ -493,9 +493,8 @@ func appendEvent(b []byte, at float64, kind byte, data []byte) []byte {
 	return append(appendJSONChars(appendEventHead(b, at, kind), data), '"', ']')
 }
 
-// FuzzPlainUntil: the scan that finds the next byte to escape (vector code
-// on amd64, words elsewhere) agrees with a byte-at-a-time look, from any
-// start.
+// FuzzPlainUntil: the scan that finds the next byte to escape (a word at
+// a time) agrees with a byte-at-a-time look, from any start.
 func FuzzPlainUntil(f *testing.F) {
 	f.Add([]byte(strings.Repeat("x", 100)+"\"tail"), 3)
 	f.Add([]byte("drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n"), 0)
