@@ -26,17 +26,11 @@ func TestResetOneConnectionLeavesOthers(t *testing.T) {
 	})
 	l, p := startReverse(t, local, 0)
 
-	victim, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	victim := dialVictim(t, l.Addr().String())
 	defer victim.Close()
-	if _, err := victim.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
 	_ = victim.SetReadDeadline(time.Now().Add(5 * time.Second))
 	// The local reset comes through as a reset (or an end): not a timeout.
-	_, err = io.ReadAll(victim)
+	_, err := io.ReadAll(victim)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("the reset connection did not end")
 	}
@@ -196,13 +190,7 @@ func TestPodResetOneConnectionLeavesOthers(t *testing.T) {
 	})
 	l, p := startReverse(t, local, 0)
 
-	victim, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := victim.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
+	victim := dialVictim(t, l.Addr().String())
 	if _, err := io.ReadFull(victim, make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -220,4 +208,18 @@ func TestPodResetOneConnectionLeavesOthers(t *testing.T) {
 	if res := p.stop(t); res.Err != nil || res.Conns != 4 {
 		t.Errorf("node result %+v", res)
 	}
+}
+
+// dialVictim opens the connection a fault test breaks, one byte sent on
+// it so that the pod side has taken it.
+func dialVictim(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -38,6 +38,16 @@ func (b *frameBatch) flush() error {
 	return nil
 }
 
+// flushUnlessMore flushes the batch unless fr already holds the next
+// frame's header: frames already read go out together, none waits for
+// more to come.
+func (b *frameBatch) flushUnlessMore(fr *spdy.Reader) error {
+	if _, more := fr.Buffered(); b.fill == 0 || more {
+		return nil
+	}
+	return b.flush()
+}
+
 // room is the batch's free room, after a flush when it has none.
 func (b *frameBatch) room() ([]byte, error) {
 	if b.head+b.fill == len(b.buf) {

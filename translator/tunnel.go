@@ -102,10 +102,8 @@ func tunnelUp(wc *wire.Conn, rt net.Conn, buf []byte, pf *pfResets) (uint64, err
 	fr := spdy.NewReader(&wire.StagedReader{R: wc.BinaryStream()})
 	b := &frameBatch{buf: buf, rt: rt}
 	for {
-		if _, ok := fr.Buffered(); b.fill > 0 && !ok {
-			if err := b.flush(); err != nil {
-				return b.total, err
-			}
+		if err := b.flushUnlessMore(fr); err != nil {
+			return b.total, err
 		}
 		var rerr, werr error
 		h, rerr := fr.Next()
@@ -139,10 +137,8 @@ func tunnelDown(wc *wire.Conn, rt net.Conn, msg []byte, pf *pfResets) (uint64, e
 	b := &frameBatch{buf: msg, head: wire.Headroom, ws: wc}
 	fr := spdy.NewReader(&wire.StagedReader{R: rt})
 	for {
-		if _, ok := fr.Buffered(); b.fill > 0 && !ok {
-			if err := b.flush(); err != nil {
-				return b.total, err
-			}
+		if err := b.flushUnlessMore(fr); err != nil {
+			return b.total, err
 		}
 		h, err := fr.Next()
 		if err != nil {
