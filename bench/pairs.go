@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // medianCI is a distribution-free confidence interval for the median of
@@ -58,4 +59,17 @@ func pairedVerdict(ratios []float64, min float64) (summary, met string) {
 		met = "not told apart"
 	}
 	return summary, met
+}
+
+// ratiosText is paired ratios as the log prints them, in the order
+// measured, so runs' pairs can be pooled.
+func ratiosText(ratios []float64) string {
+	var b strings.Builder
+	for i, x := range ratios {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.3f", x)
+	}
+	return b.String()
 }

@@ -204,7 +204,7 @@ func orchestrate(o options) error {
 			if r.auditPairs, err = paired(n, stdout(without), stdout(with)); err != nil {
 				return fmt.Errorf("audit log pairs: %w", err)
 			}
-			logf("audit log: stdout with ÷ without, %d pairs, median %.3f", len(r.auditPairs), median(r.auditPairs))
+			logf("audit log: stdout with ÷ without, %d pairs, median %.3f; in order: %s", len(r.auditPairs), median(r.auditPairs), ratiosText(r.auditPairs))
 		}
 		tty := func(p *path, diskDir string) func() (time.Duration, error) {
 			return func() (time.Duration, error) {
@@ -218,18 +218,18 @@ func orchestrate(o options) error {
 		if r.ttyPairs, err = paired(n, tty(without, ""), tty(with, "")); err != nil {
 			return fmt.Errorf("recording pairs: %w", err)
 		}
-		logf("recording: tty stdout with ÷ without, %d pairs, median %.3f", len(r.ttyPairs), median(r.ttyPairs))
+		logf("recording: tty stdout with ÷ without, %d pairs, median %.3f; in order: %s", len(r.ttyPairs), median(r.ttyPairs), ratiosText(r.ttyPairs))
 		if r.diskPairs, err = paired(n, tty(without, ""), tty(without, dir)); err != nil {
 			return fmt.Errorf("disk pairs: %w", err)
 		}
-		logf("the disk alone: tty stdout with a recording's writes beside ÷ without, %d pairs, median %.3f", len(r.diskPairs), median(r.diskPairs))
+		logf("the disk alone: tty stdout with a recording's writes beside ÷ without, %d pairs, median %.3f; in order: %s", len(r.diskPairs), median(r.diskPairs), ratiosText(r.diskPairs))
 		// The recorder held to the disk, not the disk to itself: the
 		// recorded session against the same session with the same bytes
 		// written beside it and no recorder.
 		if r.recorderPairs, err = paired(n, tty(without, dir), tty(with, "")); err != nil {
 			return fmt.Errorf("recorder pairs: %w", err)
 		}
-		logf("the recorder: tty stdout recorded ÷ with the disk's writes alone, %d pairs, median %.3f", len(r.recorderPairs), median(r.recorderPairs))
+		logf("the recorder: tty stdout recorded ÷ with the disk's writes alone, %d pairs, median %.3f; in order: %s", len(r.recorderPairs), median(r.recorderPairs), ratiosText(r.recorderPairs))
 	}
 
 	for _, n := range strings.Split(o.concurrency, ",") {

@@ -499,6 +499,7 @@ func FuzzPlainUntil(f *testing.F) {
 	f.Add([]byte(strings.Repeat("x", 100)+"\"tail"), 3)
 	f.Add([]byte("drwxr-xr-x  2 root root 4096 Dec  3 23:12 kubestream-\u2713 \x1b[0m\r\n"), 0)
 	f.Add([]byte(strings.Repeat("abcdefghijklmno\\", 9)), 17)
+	f.Add([]byte(strings.Repeat("y", 150)+"\x7f\x1f"+strings.Repeat("z", 70)), 1)
 	f.Fuzz(func(t *testing.T, s []byte, i int) {
 		if i < 0 || i > len(s) {
 			return
@@ -514,6 +515,23 @@ func FuzzPlainUntil(f *testing.F) {
 			t.Fatalf("plainUntil(%q, %d) = %d, want %d", s, i, got, want)
 		}
 	})
+}
+
+// TestPlainUntilEveryPosition: a byte to escape is found wherever it sits
+// in a long plain run (in each word of the 64-byte test, and in the byte
+// loop after it), from every start before it.
+func TestPlainUntilEveryPosition(t *testing.T) {
+	for _, c := range []byte{0x00, 0x1f, '"', '\\', 0x80, 0xff} {
+		for at := range 200 {
+			s := bytes.Repeat([]byte{'x'}, 210)
+			s[at] = c
+			for i := 0; i <= at; i++ {
+				if got := plainUntil(s, i); got != at {
+					t.Fatalf("byte %#x at %d, from %d: plainUntil = %d", c, at, i, got)
+				}
+			}
+		}
+	}
 }
 
 // TestQuietRecordingsTogether: recordings of quiet sessions share the spare
