@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each translator's CPU and alloc profiles here")
 	flag.Int64Var(&o.size, "size", 1<<30, "bytes per throughput transfer")
 	flag.Int64Var(&o.pfSize, "pf-size", 1<<30, "bytes per port-forward transfer")
-	flag.IntVar(&o.reps, "reps", 3, "repetitions (medians are reported)")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions (medians are reported); -only audit measures max(15, 5×reps) back-to-back pairs a figure (-reps 20: 100, enough to call the recorder's target)")
 	flag.IntVar(&o.setupN, "setup-n", 50, "sessions per setup measurement")
 	flag.IntVar(&o.echoN, "echo-n", 2000, "round trips per echo measurement")
 	flag.IntVar(&o.connN, "conn-n", 1000, "short connections per connection-rate measurement (-only reverse)")
