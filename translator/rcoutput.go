@@ -73,10 +73,10 @@ func (s *rcSession) output(ch byte, id uint32, length int) error {
 	if length == 0 {
 		return nil
 	}
-	// Room in front takes the message's frame header (WriteInPlace);
-	// spare room behind the payload lets the runtime reader take the next
-	// frame's header in the same read (see readPayload).
-	bp := wire.GetBuf(wire.Headroom + 1 + s.cfg.BufferSize + wire.ReadBufSize)
+	// Room in front takes the message's frame header (WriteInPlace); the
+	// capacity wire.GetBuf leaves behind the payload lets the runtime
+	// reader take the next frame's header in the same read.
+	bp := wire.GetBuf(wire.Headroom + 1 + s.cfg.BufferSize)
 	defer wire.PutBuf(bp)
 	msg := *bp
 	buf := msg[wire.Headroom:]
