@@ -25,7 +25,7 @@ func withTimeouts(ping, pong, idle time.Duration) nodeOption {
 // TestKeepalive: the node pings its clients, drops one that stops
 // answering, and closes sessions idle past the idle timeout.
 func TestKeepalive(t *testing.T) {
-	n := startNode(t, withTimeouts(100*time.Millisecond, 400*time.Millisecond, 1500*time.Millisecond))
+	n := startNode(t, withTimeouts(100*time.Millisecond, 2*time.Second, 1500*time.Millisecond))
 
 	t.Run("pings reach the client", func(t *testing.T) { expectPings(t, n) })
 	t.Run("a silent client is dropped", func(t *testing.T) {
@@ -74,7 +74,7 @@ func expectPings(t *testing.T, n *node) {
 // runtime pings at its own period, far longer here): the node pings
 // between the runtime's frames.
 func TestKeepaliveDirect(t *testing.T) {
-	n := startNode(t, withWebSocketRuntime(), withTimeouts(100*time.Millisecond, 400*time.Millisecond, 10*time.Second))
+	n := startNode(t, withWebSocketRuntime(), withTimeouts(100*time.Millisecond, 2*time.Second, 10*time.Second))
 	expectPings(t, n)
 	if got := n.requests("exec", "direct"); got != 1 {
 		t.Fatalf("%v exec sessions went direct, want 1", got)

@@ -204,6 +204,7 @@ func TestUDPPortForward(t *testing.T) {
 	defer peer.Close()
 	rng := rand.New(rand.NewSource(47))
 	buf := make([]byte, 1<<17)
+	var prev []byte
 	for i := range 1000 {
 		size := 1 + rng.Intn(portmux.MaxDatagram)
 		if i%3 == 0 {
@@ -211,24 +212,10 @@ func TestUDPPortForward(t *testing.T) {
 		}
 		d := make([]byte, size)
 		rng.Read(d)
-		ok := false
-		for try := 0; try < 5 && !ok; try++ { // UDP may drop; a lost one is sent again
-			if _, err := peer.Write(d); err != nil {
-				t.Fatal(err)
-			}
-			_ = peer.SetReadDeadline(time.Now().Add(2 * time.Second))
-			k, err := peer.Read(buf)
-			if err != nil {
-				continue
-			}
-			if !bytes.Equal(buf[:k], d) {
-				t.Fatalf("datagram %d: sent %d bytes, got %d back", i, size, k)
-			}
-			ok = true
+		if err := udpRoundTrip(peer, d, prev, 2*time.Second, buf); err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
 		}
-		if !ok {
-			t.Fatalf("datagram %d (%d bytes) never came back", i, size)
-		}
+		prev = d
 	}
 	s.stop(t)
 	n.waitIdle(10 * time.Second)
@@ -358,4 +345,31 @@ func TestPortForwardModesAudit(t *testing.T) {
 	if end.Bytes["reverse-portforward-up"] == 0 || end.Bytes["reverse-portforward-down"] == 0 {
 		t.Errorf("the end record's bytes: %v", end.Bytes)
 	}
+}
+
+// udpRoundTrip sends msg on c until it comes back whole, waiting wait for
+// each answer, up to 5 tries: UDP may drop. An answer to prev (the
+// datagram before msg) that came after its own wait ran out is read past,
+// not taken for msg's; any other answer is an error.
+func udpRoundTrip(c net.Conn, msg, prev []byte, wait time.Duration, buf []byte) error {
+	for try := 0; try < 5; try++ {
+		if _, err := c.Write(msg); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		for {
+			k, err := c.Read(buf)
+			switch {
+			case err != nil: // lost on its way: sent again
+			case bytes.Equal(buf[:k], msg):
+				return nil
+			case prev != nil && bytes.Equal(buf[:k], prev):
+				continue // late
+			default:
+				return fmt.Errorf("sent %d bytes, got %d back", len(msg), k)
+			}
+			break
+		}
+	}
+	return fmt.Errorf("%d bytes sent 5 times, never answered", len(msg))
 }

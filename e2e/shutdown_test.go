@@ -42,7 +42,7 @@ func TestShutdownEndsSessions(t *testing.T) {
 			if res.err == nil || !strings.Contains(res.err.Error(), why) {
 				t.Errorf("%s session ended with %v on shutdown; want %q", res.protocol, res.err, why)
 			}
-			if took > 2*time.Second {
+			if took > 5*time.Second { // at once, with room for a loaded machine
 				t.Errorf("%s session ended %v after Stop; a stopping kubelet is gone by then", res.protocol, took)
 			}
 			t.Logf("%s session ended %v after Stop: %v", res.protocol, took, res.err)

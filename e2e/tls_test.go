@@ -77,9 +77,11 @@ func TestServingFilesReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CA first: a reload between the copies then never pairs the
+	// renewed certificate (which the wait below looks for) with the old CA.
+	copyFile(t, renewed.CA, n.certs.CA)
 	copyFile(t, renewed.ServerCert, n.certs.ServerCert)
 	copyFile(t, renewed.ServerKey, n.certs.ServerKey)
-	copyFile(t, renewed.CA, n.certs.CA)
 	// New connections see the renewed certificate and need a client
 	// certificate from the renewed CA.
 	waitFor(t, 10*time.Second, func() bool {

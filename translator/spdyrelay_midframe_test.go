@@ -53,13 +53,22 @@ func TestRelayPingMidFrame(t *testing.T) {
 			if _, err := runtimeApp.Write(out[:600]); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(50 * time.Millisecond) // the frame's start is in
+			br := bufio.NewReader(clientApp)
+			if tc.replyMidway {
+				time.Sleep(50 * time.Millisecond) // the frame's start is in (the node holds it: nothing to see)
+			} else {
+				// The frame's first piece has reached the client.
+				_ = clientApp.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := br.Peek(spdy.HeaderLen); err != nil {
+					t.Fatalf("the frame's first piece: %v", err)
+				}
+			}
 			for id := range tc.pings {
 				if _, err := clientApp.Write(pingFrame(uint32(2*id + 1))); err != nil {
 					t.Fatal(err)
 				}
 			}
-			fr := spdy.NewReader(bufio.NewReader(clientApp))
+			fr := spdy.NewReader(br)
 			if tc.replyMidway {
 				_ = clientApp.SetReadDeadline(time.Now().Add(2 * time.Second))
 				expectPing(t, fr, 1, "with the runtime stalled mid-frame")

@@ -137,7 +137,8 @@ func TestRelayKeepsPingsOffTheRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	cl, err := k8sspdy.NewClientConnectionWithPings(clientSide, 10*time.Millisecond)
+	clientRec := &recordingConn{Conn: clientSide}
+	cl, err := k8sspdy.NewClientConnectionWithPings(clientRec, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,11 @@ func TestRelayKeepsPingsOffTheRuntime(t *testing.T) {
 	if in, err := io.ReadAll(rtStreams["stdin"]); err != nil || string(in) != "in" {
 		t.Fatalf("runtime's stdin %q %v", in, err)
 	}
-	time.Sleep(100 * time.Millisecond) // ten of the client's pings
+	for deadline := time.Now().Add(10 * time.Second); clientRec.frameTypes()[spdy.TypePing] < 5; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client read %d PING replies in 10s, want 5", clientRec.frameTypes()[spdy.TypePing])
+		}
+	}
 	status := []byte(`{"metadata":{},"status":"Success"}`)
 	_, _ = rtStreams["error"].Write(status)
 	_ = rtStreams["error"].Close()

@@ -1,8 +1,6 @@
 package translator
 
 import (
-	"github.com/kubestream/kubestream/internal/wire"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -16,10 +14,12 @@ import (
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 
+	"github.com/kubestream/kubestream/internal/wire"
 	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
@@ -78,6 +78,31 @@ func TestEndFrames(t *testing.T) {
 }
 
 // tcpPair is a connected pair of loopback TCP connections.
+// waitTaken waits until c's reader has taken every byte sent to it: its
+// socket's receive queue is empty (SIOCINQ).
+func waitTaken(t *testing.T, c net.Conn) {
+	t.Helper()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var queued int
+		var ioctlErr error
+		if err := raw.Control(func(fd uintptr) { queued, ioctlErr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ioctlErr != nil:
+			t.Fatalf("SIOCINQ: %v", ioctlErr)
+		case queued == 0:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("%d bytes still queued after 10s", queued)
+		}
+	}
+}
+
 func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -235,7 +260,7 @@ func TestSpliceShutdownMidFrame(t *testing.T) {
 	done := make(chan SpliceResult, 1)
 	go func() { done <- Splice(ctx, clientConn, rtConn, remotecommand.StreamProtocolV5Name, cfg, nil) }()
 
-	time.Sleep(50 * time.Millisecond) // the first part is through
+	waitTaken(t, rtConn) // the first part is through
 	cancel()
 	time.Sleep(50 * time.Millisecond) // the reader has been woken
 	if _, err := runtimeApp.Write(out[300:]); err != nil {

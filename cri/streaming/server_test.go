@@ -767,8 +767,8 @@ func TestOutputFromPipes(t *testing.T) {
 // session's activity, so output trickling for longer than the idle timeout
 // keeps the session open to the end.
 func TestSplicedOutputKeepsSessionAlive(t *testing.T) {
-	ts := start(t, func(c *Config) { c.StreamIdleTimeout = 400 * time.Millisecond })
-	const n = 4096 * 30 // 30 writes 50 ms apart: 1.5 s
+	ts := start(t, func(c *Config) { c.StreamIdleTimeout = time.Second })
+	const n = 4096 * 60 // 60 writes 50 ms apart: 3 s
 	r := run(t, "v5", ts.execURL(t, false, false, false, "pipes", "trickle", strconv.Itoa(n)), nil, false, nil)
 	if r.err != nil || r.stdout != string(pattern("stdout", n)) {
 		t.Fatalf("err %v, %d of %d bytes", r.err, len(r.stdout), n)

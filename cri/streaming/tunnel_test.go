@@ -95,7 +95,7 @@ func readAll(t *testing.T, r io.Reader) (string, error) {
 // headers is refused without ending the session, and a stream whose pair
 // never comes is reset after the creation timeout.
 func TestTunnelStreams(t *testing.T) {
-	ts := start(t, func(c *Config) { c.StreamCreationTimeout = 300 * time.Millisecond })
+	ts := start(t, func(c *Config) { c.StreamCreationTimeout = 2 * time.Second }) // long past a pair's two round trips on a loaded machine
 	conn := dialTunnel(t, ts)
 
 	t.Run("runtime error", func(t *testing.T) {
