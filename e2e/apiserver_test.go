@@ -87,7 +87,17 @@ func TestAPIServer(t *testing.T) {
 			}
 		}
 		cp.registerNode(n, true)
-		time.Sleep(200 * time.Millisecond) // the node's last record is written
+		// The node's last record is written after its session counts as
+		// ended, by the audit log's own writer.
+		waitFor(t, 15*time.Second, func() bool {
+			ended := 0
+			for _, rec := range auditLog(t, nodeAudit) {
+				if rec.Stage == "ResponseComplete" && !rec.RequestReceivedTimestamp.Time.Before(since) {
+					ended++
+				}
+			}
+			return ended >= 6
+		})
 		if joined := joinAudit(t, cp, nodeAudit, since); len(joined) != 6 {
 			t.Errorf("joined %d node sessions, want 6", len(joined))
 		}
