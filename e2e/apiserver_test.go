@@ -236,9 +236,15 @@ func TestAPIServer(t *testing.T) {
 		if r.code != 4 || r.stdout != "fell back\n" {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 4 and the output", r.code, r.stdout, r.stderr)
 		}
-		if off.requests("exec", "proxied-websocket") != 1 || off.requests("exec", "proxied-spdy") != 1 {
-			t.Errorf("node passed %v WebSocket and %v SPDY exec requests to the runtime, want 1 and 1",
-				off.requests("exec", "proxied-websocket"), off.requests("exec", "proxied-spdy"))
+		// The WebSocket went to the runtime (no route ran: it counts as
+		// rejected, with the runtime's 403), then SPDY ran.
+		v5Refused := off.metricSum("kubestream_streaming_requests_total",
+			map[string]string{"subresource": "exec", "route": "rejected", "protocol": "v5.channel.k8s.io"})
+		runtime403 := off.metricSum("kubestream_streaming_failures_total",
+			map[string]string{"subresource": "exec", "route": "rejected", "code": "403"})
+		if v5Refused != 1 || runtime403 != 1 || off.requests("exec", "proxied-spdy") != 1 {
+			t.Errorf("node: %v v5 exec requests refused, %v with 403, %v SPDY exec requests run; want 1, 1 and 1",
+				v5Refused, runtime403, off.requests("exec", "proxied-spdy"))
 		}
 	})
 	// With --authorization-mode=Webhook the node asks the apiserver, and
