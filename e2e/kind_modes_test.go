@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // kindPortForwardModes: kubestream's reverse and UDP port-forward (issue 47,
@@ -240,7 +242,7 @@ func udpThroughPod(t *testing.T, cp *controlPlane, plugin, pod string) {
 		}
 		msg := make([]byte, size)
 		_, _ = rand.Read(msg)
-		if err := udpRoundTrip(c, msg, prev, 2*time.Second, buf); err != nil {
+		if err := wiretest.UDPRoundTrip(c, msg, prev, 2*time.Second, buf); err != nil {
 			t.Fatalf("datagram %d: %v", i, err)
 		}
 		prev = msg

@@ -23,6 +23,7 @@ import (
 	"github.com/kubestream/kubestream/audit"
 	pfapp "github.com/kubestream/kubestream/cmd/kubectl-kubestream/app"
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
+	"github.com/kubestream/kubestream/internal/wiretest"
 	"github.com/kubestream/kubestream/portmux"
 )
 
@@ -212,7 +213,7 @@ func TestUDPPortForward(t *testing.T) {
 		}
 		d := make([]byte, size)
 		rng.Read(d)
-		if err := udpRoundTrip(peer, d, prev, 2*time.Second, buf); err != nil {
+		if err := wiretest.UDPRoundTrip(peer, d, prev, 2*time.Second, buf); err != nil {
 			t.Fatalf("datagram %d: %v", i, err)
 		}
 		prev = d
@@ -345,31 +346,4 @@ func TestPortForwardModesAudit(t *testing.T) {
 	if end.Bytes["reverse-portforward-up"] == 0 || end.Bytes["reverse-portforward-down"] == 0 {
 		t.Errorf("the end record's bytes: %v", end.Bytes)
 	}
-}
-
-// udpRoundTrip sends msg on c until it comes back whole, waiting wait for
-// each answer, up to 5 tries: UDP may drop. An answer to prev (the
-// datagram before msg) that came after its own wait ran out is read past,
-// not taken for msg's; any other answer is an error.
-func udpRoundTrip(c net.Conn, msg, prev []byte, wait time.Duration, buf []byte) error {
-	for try := 0; try < 5; try++ {
-		if _, err := c.Write(msg); err != nil {
-			return err
-		}
-		_ = c.SetReadDeadline(time.Now().Add(wait))
-		for {
-			k, err := c.Read(buf)
-			switch {
-			case err != nil: // lost on its way: sent again
-			case bytes.Equal(buf[:k], msg):
-				return nil
-			case prev != nil && bytes.Equal(buf[:k], prev):
-				continue // late
-			default:
-				return fmt.Errorf("sent %d bytes, got %d back", len(msg), k)
-			}
-			break
-		}
-	}
-	return fmt.Errorf("%d bytes sent 5 times, never answered", len(msg))
 }

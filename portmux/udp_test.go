@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
 // udpEcho answers every datagram with itself, on the "pod's" loopback.
@@ -50,31 +52,12 @@ func udpPair(t *testing.T, cfg NodeConfig) (*pair, *net.UDPConn, *net.UDPConn) {
 	return p, local, peer
 }
 
-// exchange sends d and wants it back whole. An answer to prev (the
-// datagram before d) that came after its own wait ran out is read past.
+// exchange sends d and wants it back whole (wiretest.UDPRoundTrip).
 func exchange(t *testing.T, peer *net.UDPConn, prev, d []byte) {
 	t.Helper()
-	buf := make([]byte, MaxDatagram+1)
-	for try := 0; try < 5; try++ { // UDP may drop; a lost one is sent again
-		if _, err := peer.Write(d); err != nil {
-			t.Fatal(err)
-		}
-		_ = peer.SetReadDeadline(time.Now().Add(2 * time.Second))
-		for {
-			n, err := peer.Read(buf)
-			switch {
-			case err != nil: // sent again
-			case bytes.Equal(buf[:n], d):
-				return
-			case prev != nil && bytes.Equal(buf[:n], prev):
-				continue // late
-			default:
-				t.Fatalf("sent %d bytes, got %d back (boundaries or bytes changed)", len(d), n)
-			}
-			break
-		}
+	if err := wiretest.UDPRoundTrip(peer, d, prev, 2*time.Second, make([]byte, MaxDatagram+1)); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no answer to a %d-byte datagram", len(d))
 }
 
 // Every datagram is carried as one: sizes 1..65507 (each up to 2 KiB,

@@ -77,7 +77,6 @@ func TestEndFrames(t *testing.T) {
 	}
 }
 
-// tcpPair is a connected pair of loopback TCP connections.
 // waitTaken waits until c's reader has taken every byte sent to it: its
 // socket's receive queue is empty (SIOCINQ).
 func waitTaken(t *testing.T, c net.Conn) {
@@ -103,6 +102,7 @@ func waitTaken(t *testing.T, c net.Conn) {
 	}
 }
 
+// tcpPair is a connected pair of loopback TCP connections.
 func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,7 +1,8 @@
 // Package wiretest holds the in-memory connections the wire-level tests,
 // benchmarks and fuzz targets of internal/wire, translator and cri/streaming
 // share: a connection that replays bytes and one the server side of a
-// WebSocket upgrade runs over.
+// WebSocket upgrade runs over; and the pieces the port-forward tests of
+// portmux and e2e share: a server that resets on cue, and a UDP round trip.
 package wiretest
 
 import (
