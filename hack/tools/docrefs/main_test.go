@@ -23,6 +23,11 @@ func tree(t *testing.T, files map[string]string) string {
 	return root
 }
 
+// writeFile writes content to p below root.
+func writeFile(root, p, content string) error {
+	return os.WriteFile(filepath.Join(root, filepath.FromSlash(p)), []byte(content), 0o644)
+}
+
 func TestRun(t *testing.T) {
 	root := tree(t, map[string]string{
 		".gitignore":              "/bench/profiles/\n*.test\n",
@@ -53,28 +58,34 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	want := []string{
+		"README.md:1: file ../x.md: not found",
+		"README.md:2: file hack/gone.sh: not found",
+		"README.md:2: file server/nolimits_*.go: not found",
+		"README.md:3: test e2e.TestServe: not found",
+		"README.md:3: test TestGone: not found",
+		"README.md:4: flag not-a-flag: not found",
+		"README.md:6: test streaming.FuzzGone: not found",
+		"README.md:11: file hack/missing: not found",
+		"README.md:11: flag gone-flag: not found",
+		"docs/x.md:1: file hack/gone.sh: not found",
+	}
+	expect(t, root, want)
+}
+
+// expect runs the check on root and fails t unless it finds exactly want.
+func expect(t *testing.T, root string, want []string) {
+	t.Helper()
 	bad, err := run(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range bad {
-		got = append(got, r.String())
-	}
-	want := []string{
-		"README.md:1: file ../x.md",
-		"README.md:2: file hack/gone.sh",
-		"README.md:2: file server/nolimits_*.go",
-		"README.md:3: test e2e.TestServe",
-		"README.md:3: test TestGone",
-		"README.md:4: flag not-a-flag",
-		"README.md:6: test streaming.FuzzGone",
-		"README.md:11: file hack/missing",
-		"README.md:11: flag gone-flag",
-		"docs/x.md:1: file hack/gone.sh",
+	for _, p := range bad {
+		got = append(got, p.String())
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("not found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -85,7 +96,7 @@ func TestRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range bad {
-		t.Errorf("%s: not found", r)
+	for _, p := range bad {
+		t.Error(p)
 	}
 }
