@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
+.PHONY: run run-containerd build plugin test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -19,6 +19,10 @@ GUARD = $(GO) run ./hack/tools/sysctls guard --
 
 build:
 	$(GO) build -o bin/kubestream ./cmd/kubestream
+
+## plugin: the kubectl plugin, bin/kubectl-kubestream; on PATH, kubectl runs it as `kubectl kubestream`.
+plugin:
+	$(GO) build -o bin/kubectl-kubestream ./cmd/kubectl-kubestream
 
 ## test: vet, format check, the docs' references (lint), and the conformance suite under the race detector (client-go's real clients against kubestream serve).
 test: lint
@@ -76,7 +80,7 @@ test-kubelet-stock:
 test-chain:
 	$(GUARD) hack/kubelet-e2e.sh 2.4-ws
 
-## test-kind: the kind cluster (hack/kind.sh e2e): a control plane and workers ws, skew and stock, built offline
+## test-kind: the kind cluster (hack/kind.sh e2e): a control plane and workers ws, skew, stock and crio, built offline
 ## and booted as this Docker engine allows (without --privileged where it refuses it); kubectl exec, cp, attach,
 ## port-forward and logs on each worker, a pod deleted under an exec, a kubelet replaced on a live node, a node
 ## restarted; the host's kernel settings untouched. The first run builds for ~25 minutes, a warm one ~8.
