@@ -124,11 +124,13 @@ cross:
 	@for p in $(CROSS_KUBELET); do echo "cross: kubelet adapter $$p"; \
 		(cd kubelet && GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...) || exit 1; done
 
-## lint: go vet, gofmt, and docrefs: README.md and docs/*.md name no test, flag or file the tree lacks.
+## lint: go vet, gofmt, docrefs (the docs name no test, flag or file the tree lacks; their tables render, their patch sizes
+## and reading orders are the tree's) and licence (every Go file begins with LICENSE's header; -fix writes it).
 lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) run ./hack/tools/docrefs
+	$(GO) run ./hack/tools/licence
 
 clean:
 	rm -rf bin _output
