@@ -57,20 +57,26 @@ func goReadingOrders(root string) (map[string][]string, []problem, error) {
 }
 
 // orderParagraph is the paragraph of a package comment that starts with
-// "Reading order", and the line it starts on; "" when there is none.
+// "Reading order", with the lists and indented blocks right under it
+// (gofmt sets a list apart by a blank line), and the line it starts on;
+// "" when there is none.
 func orderParagraph(fset *token.FileSet, doc *ast.CommentGroup) (int, string) {
 	var para []string
-	start := 0
+	start, blank := 0, false
 	for _, c := range doc.List {
-		for i, l := range strings.Split(c.Text, "\n") {
-			l = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(l, "//"), "/*"), "*/"))
+		for i, raw := range strings.Split(c.Text, "\n") {
+			raw = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(raw, "//"), "/*"), "*/")
+			l := strings.TrimSpace(raw)
 			switch {
 			case para == nil && orderStart.MatchString(l):
 				start = fset.Position(c.Slash).Line + i
 			case para == nil:
 				continue
 			case l == "":
-				return start, strings.Join(para, "\n")
+				blank = true
+				continue
+			case blank && !strings.HasPrefix(raw, "  ") && !strings.HasPrefix(raw, "\t"):
+				return start, strings.Join(para, "\n") // the next paragraph
 			}
 			para = append(para, l)
 		}

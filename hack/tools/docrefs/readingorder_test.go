@@ -14,6 +14,10 @@ func TestReadingOrders(t *testing.T) {
 		"fine/more.go":        "package fine\n",
 		"fine/limits_unix.go": "//go:build unix\n\npackage fine\n",
 		"fine/fine_test.go":   "package fine\n",
+		// list/'s is a list, as gofmt lays one out: passes.
+		"list/doc.go":  "// Package list is a list.\n//\n// Reading order:\n//\n//   - list.go, the start\n//   - more.go\n//\n// other.go is not in the order.\npackage list\n",
+		"list/list.go": "package list\n",
+		"list/more.go": "package list\n",
 		// short/'s leaves out one file and names one it lacks: fails.
 		"short/short.go": "// Package short is short.\n//\n// Reading order: short.go, gone.go.\npackage short\n",
 		"short/added.go": "package short\n",
