@@ -42,8 +42,8 @@
 // patch or to several, fails too.
 //
 // Reading orders (readingorder.go): a package comment's paragraph that
-// starts with "Reading order" names the package's files as words
-// (server.go), and a block of a doc (a paragraph, a table row) that says
+// starts with "Reading order" (and a list right under it) names the
+// package's files as words (server.go), and a block of a doc (a paragraph, a table row) that says
 // "reading order" names them as links ([server.go](server/server.go)),
 // the package being the first directory the block links ([server/](server))
 // or else the first linked .go file's. Either must name every non-test .go
