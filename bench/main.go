@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench measures kubestream's translator side by side with the two
 // things users have today, in one run, alternating A/B/C (and a fourth path
 // that shows what any translator process must cost at least):

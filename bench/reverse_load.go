@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The load of the reverse group (reverse.go): the services a connection

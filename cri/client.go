@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cri talks to a container runtime over the CRI RuntimeService:
 // finding a pod's sandbox and containers by the kubelet's labels, and asking
 // for streaming URLs. It knows nothing of WebSocket or SPDY framing.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package portmux is the wire protocol of kubestream's two extra
 // port-forward modes, reverse (a listener in the pod, each accepted
 // connection streamed to the client, which dials a local port) and UDP

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package recording writes terminal sessions (exec and attach with a tty)
 // as asciicast v2 files, the format `asciinema play` replays: a JSON header
 // line, then one JSON array per event, [seconds, "o"|"i"|"r", data].

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package refruntime is kubestream's embedded reference container runtime: a
 // real CRI RuntimeService served over gRPC on a unix socket, whose streaming
 // server is k8s.io/cri-streaming and whose containers are host processes.

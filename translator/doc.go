@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package translator carries Kubernetes streaming sessions between a
 // client's connection and a container runtime's streaming server, once both
 // are upgraded: v5 remotecommand (exec, attach) translated into SPDY/3.1

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kubestream runs the kubelet-side streaming server (serve), a
 // self-contained demonstration (demo) and client-go based clients (exec,
 // attach, port-forward) for humans and scripts.

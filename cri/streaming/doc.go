@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package streaming is a container runtime's streaming server that speaks
 // the WebSocket protocols itself: v5.channel.k8s.io for exec and attach, and
 // the SPDY/3.1+portforward.k8s.io tunnel for port-forward. Its API is

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command rawclient is a conformance client that shares no code with
 // client-go or gorilla: it performs the WebSocket handshake by hand and
 // writes the frames it is given byte for byte, so a server can be tried

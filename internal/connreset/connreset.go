@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package connreset tells a forwarded connection that the pod reset or
 // broke mid-stream from every other end of a port-forward: the one case
 // where the session must go on.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pki makes the small CA, serving and client certificates that the
 // demo and the tests need; production nodes bring their own.
 package pki

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spdy is the SPDY/3.1 framing (draft-mbelshe-httpbis-spdy-00 §2)
 // that kubestream reads and writes itself: the frame layout, the header
 // blocks (written as stored deflate blocks, read through compress/zlib with

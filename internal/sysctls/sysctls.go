@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sysctls reads the machine's kernel settings (/proc/sys), so that
 // a test can show it left them as it found them: the node tests run a
 // kubelet (which writes six of them when they differ from what it wants),

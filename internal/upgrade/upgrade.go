@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package upgrade is where kubestream dials a container runtime's streaming
 // server: the SPDY/3.1 upgrade (SPDY), the client's own WebSocket handshake
 // (WebSocket), and the HTTP/1.1 upgrade under both (Dial), each returning

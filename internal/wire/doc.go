@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wire is the WebSocket side of the Kubernetes streaming protocols,
 // shared by both ends kubestream has: the translator at the node and the
 // runtime-side server (cri/streaming). It holds the RFC 6455 frame layout;

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wiretest holds the in-memory connections the wire-level tests,
 // benchmarks and fuzz targets of internal/wire, translator and cri/streaming
 // share: a connection that replays bytes and one the server side of a

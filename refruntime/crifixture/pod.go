@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crifixture starts pods on a real CRI runtime the way a kubelet
 // would, with the kubelet's labels, for the demo and the e2e suite; a node
 // never uses it.

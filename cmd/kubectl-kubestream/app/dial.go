@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is kubectl-kubestream's port-forward: the mappings it
 // parses, the WebSocket it dials (with the kubeconfig's TLS and
 // credentials) and the client end of the session it runs (portmux). The

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command coredns is CoreDNS v1.14.6 (the version kubeadm v1.37.2 deploys)
 // with the plugins kubeadm's Corefile names and no others, built here for
 // the kind node image because no registry is reachable. This is CoreDNS's

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kubelet is the upstream kubelet v1.37.2 with kubestream linked in:
 // server.go.patch adds one hook to the kubelet's HTTP server
 // (NewStreamingHandler) through which /exec, /attach and /portForward are

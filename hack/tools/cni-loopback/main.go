@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command cni-loopback is the smallest CNI plugin containerd accepts: it
 // brings lo up in the pod's network namespace and reports its address.
 // containerd runs a "loopback" plugin for every pod, and the e2e setup has

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command docrefs fails when README.md, docs/*.md or a top-level
 // directory's README.md (manifests/) say of the repository what the
 // repository does not bear out, so that the docs cannot drift from the

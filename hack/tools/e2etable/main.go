@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command e2etable reads the junit reports and metrics that
 // hack/upstream-e2e.sh leaves for each worker (DIR/<worker>/junit.xml,
 // metrics-before.txt, metrics-after.txt, and runtime-*.txt where the

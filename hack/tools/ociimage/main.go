@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command ociimage writes the e2e images as OCI image layout tarballs, by
 // hand and without a registry: a busybox image (the static busybox binary
 // and a link for each applet), and on that layer any files or directories

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command registry serves OCI image layout tarballs (hack/tools/ociimage's)
 // read-only over the registry API's pull side, on loopback, so a runtime
 // whose tests insist on pulling (critest) gets the images built here with

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command runc-fit runs runc with the container's or the exec's process
 // spec fitted to what this node can grant, as containerd does on its own:
 // a negative oom_score_adj raised to 0 (containerd's

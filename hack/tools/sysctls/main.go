@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sysctls runs a command and fails if the machine's kernel settings
 // (/proc/sys) differ after it from before it, naming each that changed:
 // the Makefile runs every test stage through it, since the machine is

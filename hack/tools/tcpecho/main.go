@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command tcpecho echoes every TCP connection to its listening port, many
 // at once (busybox's nc serves one at a time): the port-forward target in
 // the kind cluster's test pods (hack/kind.sh, e2e/kind_test.go).

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command tcpreset is a pod-side TCP server that resets a connection on
 // request: a first line "reset" is answered with RST (SO_LINGER 0 on
 // close), anything else is echoed. The kind cluster's test pods run it

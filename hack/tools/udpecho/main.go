@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command udpecho answers every UDP datagram on its port with the same
 // bytes, one datagram for one: the UDP port-forward target in the kind
 // cluster's test pods (hack/kind.sh, e2e/kind_modes_test.go).
