@@ -12,7 +12,10 @@
 #                             the e2e suite's runtime cases run against it
 #   hack/crio.sh down DIR     stop it and remove DIR, leaving nothing behind
 #   hack/crio.sh e2e [ws|stock...]  for each build (default both): install, up, the e2e suite's
-#                             crictl cases (WebSocket transport, stdin into a file), down
+#                             crictl cases (WebSocket transport, stdin into a file), down; with ws,
+#                             the patches' own tests first (test-patch)
+#   hack/crio.sh test-patch   the patches' own tests (go test in the patched CRI-O): tty.patch's
+#                             in internal/oci, each but the resize one failing on stock v1.36.3
 #
 # Why v1.36.3: the proxy serves CRI-O at exact versions only, and of those
 # (v1.35.2, v1.36.1-v1.36.3 on 2026-12-06) it is the newest; v1.36.1 pins
@@ -106,6 +109,23 @@ install_packages() {
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 	fi
+}
+
+# The patches' own tests, as they would run upstream: tty.patch's in
+# internal/oci (a tty exec's last output copied before ttyCmd returns; no
+# echo on CRI-O's own terminal; the wait for the output bounded by the
+# command's WaitDelay). CRI-O's unit tests build with the test tag (its
+# *_inject.go files); the package's ginkgo suite is not run here.
+test_patch() {
+	mkdir -p "$CACHE"
+	PATCH_SRC=$(mktemp -d "$CACHE/crio-src-XXXXXX")
+	trap 'rm -rf "$PATCH_SRC"' EXIT
+	source_tree "$PATCH_SRC" 1
+	log "the patches' own tests in CRI-O $CRIO_VERSION"
+	(cd "$PATCH_SRC" && GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=1 go test -count=1 -tags "test $CRIO_TAGS" \
+		-run '^TestTTYCmd' ./internal/oci/)
+	rm -rf "$PATCH_SRC"
+	trap - EXIT
 }
 
 install() { # install ws|stock
@@ -263,6 +283,9 @@ down() {
 e2e() {
 	local kind dir builds=("$@")
 	[ ${#builds[@]} -gt 0 ] || builds=(ws stock)
+	if [[ " ${builds[*]} " == *" ws "* ]]; then
+		test_patch
+	fi
 	for kind in "${builds[@]}"; do
 		case $kind in ws) install ws ;; stock) install stock ;; *) log "unknown build $kind"; exit 2 ;; esac
 		dir=$(mktemp -d /tmp/kubestream-crio-XXXXXX)
@@ -284,5 +307,6 @@ up) up "$2" "$3" ;;
 restart) restart "$2" ;;
 down) down "$2" ;;
 e2e) shift; e2e "$@" ;;
-*) sed -n '2,15p' "$0"; exit 2 ;;
+test-patch) test_patch ;;
+*) sed -n '2,18p' "$0"; exit 2 ;;
 esac
