@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package audit records who ran what on the node: one JSON object per line
 // per streaming-session event, in the spirit of the apiserver's audit log
 // (audit.k8s.io/v1 Event field names where they fit) with what only the
@@ -68,6 +71,9 @@ type Event struct {
 	TTY     bool     `json:"tty,omitempty"`
 	Stdin   bool     `json:"stdin,omitempty"`
 	Ports   []int32  `json:"ports,omitempty"`
+	// Connections are a reverse or UDP port-forward session's
+	// connections or associations, opened and refused.
+	Connections *Connections `json:"connections,omitempty"`
 
 	// At the end: how long, how it ended, and the bytes by channel
 	// (stdin, stdout, stderr, resize; tunnel-up, tunnel-down; …).
@@ -82,6 +88,12 @@ type Event struct {
 	// recordings on); RecordingError why it is missing or incomplete.
 	Recording      string `json:"recording,omitempty"`
 	RecordingError string `json:"recordingError,omitempty"`
+}
+
+// Connections counts a port-forward mode session's connections.
+type Connections struct {
+	Opened  int `json:"opened"`
+	Refused int `json:"refused"`
 }
 
 // ObjectReference is the pod (and container) the request is about.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config reads kubestream's configuration file: the settings that
 // have no field in a kubelet's own configuration (the direct path, session
 // limits, the runtime leg's timeouts and pings). Inside a kubelet they
@@ -48,6 +51,19 @@ type StreamingConfiguration struct {
 	MaxStreamingSessions *int32 `json:"maxStreamingSessions,omitempty"`
 	// MaxStreamingSessionsPerPod bounds them per pod (0: no limit).
 	MaxStreamingSessionsPerPod *int32 `json:"maxStreamingSessionsPerPod,omitempty"`
+	// ReversePortForward and UDPPortForward serve kubestream's own
+	// port-forward modes: off (the default), opt-in (pods annotated for
+	// it) or on; the two Allow fields widen them to host-network pods and
+	// to the pod's privileged ports. See docs/security.md.
+	ReversePortForward              string `json:"reversePortForward,omitempty"`
+	UDPPortForward                  string `json:"udpPortForward,omitempty"`
+	PortForwardAllowHostNetwork     *bool  `json:"portForwardAllowHostNetwork,omitempty"`
+	PortForwardAllowPrivilegedPorts *bool  `json:"portForwardAllowPrivilegedPorts,omitempty"`
+	// PortForwardMaxPorts caps the ports of one session (0: no cap);
+	// PortForwardMaxBufferedBytes what one session holds for pod
+	// connections that do not read.
+	PortForwardMaxPorts         *int32 `json:"portForwardMaxPorts,omitempty"`
+	PortForwardMaxBufferedBytes *int32 `json:"portForwardMaxBufferedBytes,omitempty"`
 	// PortForwardMaxConnections caps the concurrent connections of one
 	// reverse port-forward session, or the associations of one UDP session
 	// (0: no cap); PortForwardUDPIdleTimeout closes an idle association.
@@ -126,6 +142,11 @@ func (c *StreamingConfiguration) validate() field.ErrorList {
 	if m := c.RuntimeWebSocketStreaming; m != "" && m != modes[0] && m != modes[1] {
 		errs = append(errs, field.NotSupported(field.NewPath("runtimeWebSocketStreaming"), m, modes))
 	}
+	for name, v := range map[string]string{"reversePortForward": c.ReversePortForward, "udpPortForward": c.UDPPortForward} {
+		if v != "" && !slices.Contains(server.ModeAccesses, v) {
+			errs = append(errs, field.NotSupported(field.NewPath(name), v, server.ModeAccesses))
+		}
+	}
 	for name, d := range map[string]*metav1.Duration{
 		"runtimeWebSocketRecheckPeriod": c.RuntimeWebSocketRecheckPeriod,
 		"streamCreationTimeout":         c.StreamCreationTimeout,
@@ -138,12 +159,14 @@ func (c *StreamingConfiguration) validate() field.ErrorList {
 		}
 	}
 	for name, n := range map[string]*int32{
-		"maxStreamingSessions":       c.MaxStreamingSessions,
-		"maxStreamingSessionsPerPod": c.MaxStreamingSessionsPerPod,
-		"portForwardMaxConnections":  c.PortForwardMaxConnections,
-		"auditLogMaxSize":            &c.AuditLogMaxSize,
-		"auditLogMaxBackup":          &c.AuditLogMaxBackup,
-		"auditLogMaxAge":             &c.AuditLogMaxAge,
+		"maxStreamingSessions":        c.MaxStreamingSessions,
+		"maxStreamingSessionsPerPod":  c.MaxStreamingSessionsPerPod,
+		"portForwardMaxConnections":   c.PortForwardMaxConnections,
+		"portForwardMaxPorts":         c.PortForwardMaxPorts,
+		"portForwardMaxBufferedBytes": c.PortForwardMaxBufferedBytes,
+		"auditLogMaxSize":             &c.AuditLogMaxSize,
+		"auditLogMaxBackup":           &c.AuditLogMaxBackup,
+		"auditLogMaxAge":              &c.AuditLogMaxAge,
 	} {
 		if n != nil && *n < 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), *n, "must not be negative"))
@@ -168,6 +191,20 @@ func (c *StreamingConfiguration) Apply(cfg *server.Config) {
 	set(&cfg.Limits.MaxSessions, c.MaxStreamingSessions)
 	set(&cfg.Limits.MaxSessionsPerPod, c.MaxStreamingSessionsPerPod)
 	set(&cfg.PortForwardModes.MaxConnections, c.PortForwardMaxConnections)
+	set(&cfg.PortForwardModes.MaxPorts, c.PortForwardMaxPorts)
+	set(&cfg.PortForwardModes.MaxBufferedBytes, c.PortForwardMaxBufferedBytes)
+	if c.ReversePortForward != "" {
+		cfg.PortForwardModes.Reverse = server.ModeAccess(c.ReversePortForward)
+	}
+	if c.UDPPortForward != "" {
+		cfg.PortForwardModes.UDP = server.ModeAccess(c.UDPPortForward)
+	}
+	if b := c.PortForwardAllowHostNetwork; b != nil {
+		cfg.PortForwardModes.AllowHostNetwork = *b
+	}
+	if b := c.PortForwardAllowPrivilegedPorts; b != nil {
+		cfg.PortForwardModes.AllowPrivilegedPorts = *b
+	}
 	if d := c.PortForwardUDPIdleTimeout; d != nil {
 		cfg.PortForwardModes.UDPIdleTimeout = d.Duration
 	}

@@ -103,3 +103,32 @@ func TestSplitArgs(t *testing.T) {
 		t.Error("a flag without its file was taken")
 	}
 }
+
+// The kind cluster's kubestream workers turn both port-forward modes on
+// through their file; a file without them leaves both off.
+func TestKindWorkersFileTurnsTheModesOn(t *testing.T) {
+	c, err := Load("../hack/kind/flavours/kubestream.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{PortForwardModes: server.DefaultPortForwardModes()}
+	if cfg.PortForwardModes.Reverse != server.ModeOff || cfg.PortForwardModes.UDP != server.ModeOff {
+		t.Fatalf("defaults: %+v, want both off", cfg.PortForwardModes)
+	}
+	c.Apply(&cfg)
+	if cfg.PortForwardModes.Reverse != server.ModeOn || cfg.PortForwardModes.UDP != server.ModeOn {
+		t.Fatalf("after the kind workers' file: %+v, want both on", cfg.PortForwardModes)
+	}
+	if _, err := decodeOnly("reversePortForward: sometimes"); err == nil {
+		t.Fatal("a mode access no node knows was accepted")
+	}
+}
+
+func decodeOnly(field string) (*StreamingConfiguration, error) {
+	path := filepath.Join(os.TempDir(), "kubestream-config-test.yaml")
+	defer os.Remove(path)
+	if err := os.WriteFile(path, []byte("apiVersion: kubestream.io/v1alpha1\nkind: StreamingConfiguration\n"+field+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return Load(path)
+}

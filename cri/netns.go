@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cri
 
 import (
@@ -13,24 +16,41 @@ import (
 // Sandboxes is what kubestream's own port-forward modes ask of the
 // runtime beyond a pod's sandbox ID; *Client is one.
 type Sandboxes interface {
-	// NetNS is the sandbox's network namespace path ("": the node's own).
-	NetNS(ctx context.Context, sandboxID string) (string, error)
+	// Sandbox is what the modes need to know of a ready sandbox.
+	Sandbox(ctx context.Context, sandboxID string) (Sandbox, error)
 	// SandboxReady says whether the sandbox still exists and is ready.
 	SandboxReady(ctx context.Context, sandboxID string) (bool, error)
 }
 
+// Sandbox is a pod's sandbox as the runtime describes it.
+type Sandbox struct {
+	// NetNS is its network namespace's path ("": the node's own).
+	NetNS string
+	// HostNetwork: the pod shares the node's network namespace.
+	HostNetwork bool
+	// PID is the sandbox process whose /proc/PID/ns/net NetNS is, when
+	// the runtime gave no path (0 otherwise): a caller that opens it
+	// checks the sandbox still has that process after.
+	PID int
+	// Annotations are the pod's, as the kubelet gave them to the runtime.
+	Annotations map[string]string
+}
+
 var _ Sandboxes = (*Client)(nil)
 
-// NetNS asks the runtime for the sandbox's verbose status and reads its
+// Sandbox asks the runtime for the sandbox's verbose status and reads its
 // network namespace from it (NetNSFromStatus).
-func (c *Client) NetNS(ctx context.Context, sandboxID string) (string, error) {
+func (c *Client) Sandbox(ctx context.Context, sandboxID string) (Sandbox, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID, Verbose: true})
 	if err != nil {
-		return "", fmt.Errorf("CRI PodSandboxStatus of sandbox %s: %w", sandboxID, wrap(err))
+		return Sandbox{}, fmt.Errorf("CRI PodSandboxStatus of sandbox %s: %w", sandboxID, wrap(err))
 	}
-	return NetNSFromStatus(resp)
+	if resp.GetStatus().GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return Sandbox{}, &Error{Kind: NotFound, Msg: fmt.Sprintf("sandbox %s is not ready", sandboxID)}
+	}
+	return SandboxFromStatus(resp)
 }
 
 // SandboxReady: false when the runtime no longer knows the sandbox or it is
@@ -64,29 +84,39 @@ type sandboxInfo struct {
 	} `json:"runtimeSpec"`
 }
 
-// NetNSFromStatus finds a sandbox's network namespace: "" for a
-// host-network sandbox; else the spec's network namespace path, else
-// /proc/PID/ns/net of the sandbox's process.
-func NetNSFromStatus(resp *runtimeapi.PodSandboxStatusResponse) (string, error) {
+// SandboxFromStatus reads a sandbox's verbose status: its annotations
+// and its network namespace: "" for a host-network sandbox; else the
+// spec's network namespace path, else /proc/PID/ns/net of the sandbox's
+// process.
+func SandboxFromStatus(resp *runtimeapi.PodSandboxStatusResponse) (Sandbox, error) {
 	st := resp.GetStatus()
+	sb := Sandbox{Annotations: st.GetAnnotations()}
 	if st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
-		return "", nil
+		sb.HostNetwork = true
+		return sb, nil
 	}
+	var err error
+	sb.NetNS, sb.PID, err = netNSFromInfo(resp)
+	return sb, err
+}
+
+func netNSFromInfo(resp *runtimeapi.PodSandboxStatusResponse) (string, int, error) {
+	st := resp.GetStatus()
 	raw, ok := resp.GetInfo()["info"]
 	if !ok {
-		return "", &Error{Kind: Internal, Msg: fmt.Sprintf("sandbox %s: the runtime's verbose status has no info, so its network namespace is unknown", st.GetId())}
+		return "", 0, &Error{Kind: Internal, Msg: fmt.Sprintf("sandbox %s: the runtime's verbose status has no info, so its network namespace is unknown", st.GetId())}
 	}
 	var info sandboxInfo
 	if err := json.Unmarshal([]byte(raw), &info); err != nil {
-		return "", &Error{Kind: Internal, Msg: fmt.Sprintf("sandbox %s: reading the runtime's verbose info", st.GetId()), Err: err}
+		return "", 0, &Error{Kind: Internal, Msg: fmt.Sprintf("sandbox %s: reading the runtime's verbose info", st.GetId()), Err: err}
 	}
 	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
 		if ns.Type == "network" && ns.Path != "" {
-			return ns.Path, nil
+			return ns.Path, 0, nil
 		}
 	}
 	if info.Pid > 0 {
-		return "/proc/" + strconv.Itoa(info.Pid) + "/ns/net", nil
+		return "/proc/" + strconv.Itoa(info.Pid) + "/ns/net", info.Pid, nil
 	}
-	return "", &Error{Kind: Internal, Msg: fmt.Sprintf("sandbox %s: no network namespace path and no process in the runtime's verbose info", st.GetId())}
+	return "", 0, &Error{Kind: Internal, Msg: fmt.Sprintf("sandbox %s: no network namespace path and no process in the runtime's verbose info", st.GetId())}
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cri
 
 import (
@@ -7,7 +10,7 @@ import (
 )
 
 func sandboxStatus(mode runtimeapi.NamespaceMode, info string) *runtimeapi.PodSandboxStatusResponse {
-	r := &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{Id: "sb",
+	r := &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{Id: "sb", Annotations: map[string]string{"a": "b"},
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{Network: mode}}}}}
 	if info != "" {
 		r.Info = map[string]string{"info": info}
@@ -15,11 +18,12 @@ func sandboxStatus(mode runtimeapi.NamespaceMode, info string) *runtimeapi.PodSa
 	return r
 }
 
-func TestNetNSFromStatus(t *testing.T) {
+func TestSandboxFromStatus(t *testing.T) {
 	cases := []struct {
 		name, info, want string
 		mode             runtimeapi.NamespaceMode
 		fails            bool
+		pid              int
 	}{
 		// containerd 2.x: pid, then the spec with a pinned namespace.
 		{name: "containerd", mode: runtimeapi.NamespaceMode_POD, want: "/var/run/netns/cni-1234",
@@ -34,7 +38,7 @@ func TestNetNSFromStatus(t *testing.T) {
 		{name: "cri-o spoofed", mode: runtimeapi.NamespaceMode_POD, want: "/var/run/netns/ab",
 			info: `{"runtimeSpec":{"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/ab"}]}}}`},
 		// A namespace the runtime created without pinning it: the process's.
-		{name: "pid fallback", mode: runtimeapi.NamespaceMode_POD, want: "/proc/99/ns/net",
+		{name: "pid fallback", mode: runtimeapi.NamespaceMode_POD, want: "/proc/99/ns/net", pid: 99,
 			info: `{"pid":99,"runtimeSpec":{"linux":{"namespaces":[{"type":"network"}]}}}`},
 		{name: "host network", mode: runtimeapi.NamespaceMode_NODE, want: "", info: `{"pid":1}`},
 		{name: "no info", mode: runtimeapi.NamespaceMode_POD, fails: true},
@@ -42,9 +46,12 @@ func TestNetNSFromStatus(t *testing.T) {
 		{name: "bad json", mode: runtimeapi.NamespaceMode_POD, info: `{`, fails: true},
 	}
 	for _, c := range cases {
-		got, err := NetNSFromStatus(sandboxStatus(c.mode, c.info))
-		if (err != nil) != c.fails || got != c.want {
-			t.Errorf("%s: got %q, %v; want %q (fails %v)", c.name, got, err, c.want, c.fails)
+		sb, err := SandboxFromStatus(sandboxStatus(c.mode, c.info))
+		if (err != nil) != c.fails || sb.NetNS != c.want || sb.PID != c.pid {
+			t.Errorf("%s: got %+v, %v; want %q pid %d (fails %v)", c.name, sb, err, c.want, c.pid, c.fails)
+		}
+		if host := c.mode == runtimeapi.NamespaceMode_NODE; err == nil && (sb.HostNetwork != host || sb.Annotations["a"] != "b") {
+			t.Errorf("%s: host network %v, annotations %v", c.name, sb.HostNetwork, sb.Annotations)
 		}
 	}
 }

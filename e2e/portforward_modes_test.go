@@ -30,6 +30,13 @@ import (
 	"github.com/kubestream/kubestream/portmux"
 )
 
+// withModes turns on both modes for every pod, host-network ones included:
+// on the reference runtime a pod's network is the host's.
+func withModes(o *app.ServeOptions) {
+	o.PortForwardModes.Reverse, o.PortForwardModes.UDP = "on", "on"
+	o.PortForwardModes.AllowHostNetwork = true
+}
+
 // On the reference runtime a pod's network is the host's loopback, so
 // "inside the pod" is 127.0.0.1 here.
 func requireReferenceRuntime(t *testing.T) {
@@ -104,7 +111,7 @@ func (s *modeSession) stop(t *testing.T) {
 // intact; a local service that refuses ends its own connections alone.
 func TestReversePortForward(t *testing.T) {
 	requireReferenceRuntime(t)
-	n := startNode(t)
+	n := startNode(t, withModes)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s", r.URL.Path, strings.Repeat(r.URL.Path, 2000))
 	}))
@@ -182,7 +189,7 @@ func TestReversePortForward(t *testing.T) {
 // come back from an echo server in the pod whole.
 func TestUDPPortForward(t *testing.T) {
 	requireReferenceRuntime(t)
-	n := startNode(t)
+	n := startNode(t, withModes)
 	echo, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +237,7 @@ func TestUDPPortForward(t *testing.T) {
 // node's 403 offers the modes; a deleted pod ends the session, said.
 func TestPortForwardModesRefusals(t *testing.T) {
 	requireReferenceRuntime(t)
-	n := startNode(t, func(o *app.ServeOptions) { o.ReferencePods = append(o.ReferencePods, "default/doomed/c=sleep 3600") })
+	n := startNode(t, withModes, func(o *app.ServeOptions) { o.ReferencePods = append(o.ReferencePods, "default/doomed/c=sleep 3600") })
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +303,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 func TestPortForwardModesAudit(t *testing.T) {
 	requireReferenceRuntime(t)
 	path := filepath.Join(t.TempDir(), "audit.log")
-	n := startNode(t, withAudit(path))
+	n := startNode(t, withModes, withAudit(path))
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -348,5 +355,53 @@ func TestPortForwardModesAudit(t *testing.T) {
 	}
 	if end.Bytes["reverse-portforward-up"] == 0 || end.Bytes["reverse-portforward-down"] == 0 {
 		t.Errorf("the end record's bytes: %v", end.Bytes)
+	}
+	if end.Connections == nil || end.Connections.Opened != 1 || end.Connections.Refused != 0 {
+		t.Errorf("the end record's connections: %+v, want 1 opened", end.Connections)
+	}
+}
+
+// TestPortForwardModesOperator: the plugin against nodes whose operator
+// left the modes off (the default), kept them from host-network pods, or
+// capped the ports: each refusal is the node's, said in the plugin's
+// words, and nothing is bound in the pod.
+func TestPortForwardModesOperator(t *testing.T) {
+	requireReferenceRuntime(t)
+	port := freeLocalPort(t, "tcp")
+	run := func(n *node, reverse bool, mappings ...string) error {
+		o := pfapp.Options{Reverse: reverse, Mappings: mappings}
+		ms, err := o.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(n.run.URL + "/portForward/default/demo")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return pfapp.Run(ctx, n.restConfig(), pfapp.Query(u, "port", ms), o)
+	}
+	mapping := fmt.Sprintf("%d:%d", port, freeLocalPort(t, "tcp"))
+	var ns *pfapp.NotServedError
+	if err := run(startNode(t), true, mapping); !errors.As(err, &ns) {
+		t.Fatalf("reverse on a node with the modes off: %v, want the node not serving it", err)
+	}
+	if err := run(startNode(t), false, fmt.Sprint(freeLocalPort(t, "udp"))); !errors.As(err, &ns) {
+		t.Fatalf("UDP on a node with the modes off: %v, want the node not serving it", err)
+	}
+	hostOff := startNode(t, withModes, func(o *app.ServeOptions) { o.PortForwardModes.AllowHostNetwork = false })
+	if err := run(hostOff, true, mapping); err == nil || !strings.Contains(err.Error(), "node's network") {
+		t.Fatalf("reverse to a host-network pod not allowed: %v", err)
+	}
+	capped := startNode(t, withModes, func(o *app.ServeOptions) { o.PortForwardModes.MaxPorts = 2 })
+	many := []string{mapping}
+	for i := range 3 {
+		many = append(many, fmt.Sprintf("%d:%d", 40000+i, port))
+	}
+	if err := run(capped, true, many...); err == nil || !strings.Contains(err.Error(), "at most 2") {
+		t.Fatalf("four ports where two are allowed: %v", err)
+	}
+	if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		t.Fatalf("a refused session left the pod's port bound: %v", err)
+	} else {
+		l.Close()
 	}
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubeletadapter links kubestream into a kubelet: NewStreamingHandler
 // builds kubestream's server on the kubelet's own pieces, for the kubelet's
 // NewStreamingHandler hook (hack/kube/kubelet/server.go.patch adds it to
@@ -113,7 +116,7 @@ func NewStreamingHandler(ctx context.Context, host kubeletserver.HostInterface, 
 		// translator and tunnel would have served.
 		WebSocketRequested: o.WebSocketRequested,
 		ShutdownMessage:    "the kubelet is stopping",
-		PortForwardModes:   server.DefaultPortForwardModes,
+		PortForwardModes:   server.DefaultPortForwardModes(),
 	}
 	// 0 means no timeout for both.
 	cfg.Translator.IdleTimeout = kc.StreamingConnectionIdleTimeout.Duration

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package portmux
 
 import (
@@ -6,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -39,10 +43,12 @@ type ClientConfig struct {
 	Keepalive   Keepalive
 }
 
-// SessionError is the node's own word on why it ended the session.
+// SessionError is the node's own word on why it ended the session. The
+// text is the node's: Error quotes it, so that no byte of it reaches a
+// terminal or a log line as control characters.
 type SessionError struct{ Message string }
 
-func (e *SessionError) Error() string { return e.Message }
+func (e *SessionError) Error() string { return strconv.Quote(e.Message) }
 
 type client struct {
 	*mux

@@ -1,7 +1,12 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package portmux
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -105,7 +110,13 @@ func (c *client) assocFor(u UDPForward, peer *net.UDPAddr, key string) (*assoc, 
 		c.mu.Unlock()
 		return a, nil
 	}
-	a = &assoc{m: c.mux, id: c.next.Add(1), conn: u.Conn, peer: peer, last: time.Now()}
+	id := c.next.Add(1)
+	if id == 0 { // the node wants ids that rise: a session has 2³²-1
+		c.next.Store(math.MaxUint32)
+		c.mu.Unlock()
+		return nil, errors.New("this session has used every association id; start another")
+	}
+	a = &assoc{m: c.mux, id: id, conn: u.Conn, peer: peer, last: time.Now()}
 	c.peers[key] = a
 	c.udp[a.id] = a
 	c.mu.Unlock()

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package portmux
 
 import (
@@ -38,6 +41,23 @@ type mux struct {
 	lastData atomic.Int64
 	up, down atomic.Uint64 // payload bytes client→node and node→client
 	node     bool
+	// The node's charges for what a connection or association holds: a
+	// descriptor each from budget (nil: none), and a Window of reserved
+	// bytes for each connection (under mu).
+	budget   Descriptors
+	reserved int
+}
+
+// uncharge gives back what a node's connection or association held.
+func (m *mux) uncharge(window bool) {
+	if window {
+		m.mu.Lock()
+		m.reserved -= Window
+		m.mu.Unlock()
+	}
+	if m.budget != nil {
+		m.budget.Give()
+	}
 }
 
 func newMux(ws *websocket.Conn, ka Keepalive, node bool) *mux {

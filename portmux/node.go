@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package portmux
 
 import (
@@ -23,6 +26,14 @@ type UDPDialer interface {
 	DialUDP(port uint16) (*net.UDPConn, error)
 }
 
+// Descriptors is the node's descriptor budget: each pod-side connection
+// and UDP socket a session opens takes one (Take false: none left, the
+// connection or association is refused) and gives it back when it closes.
+type Descriptors interface {
+	Take() bool
+	Give()
+}
+
 // NodeConfig is the node end of one session.
 type NodeConfig struct {
 	// Reverse: the listeners, already created; the session owns them.
@@ -35,6 +46,15 @@ type NodeConfig struct {
 	// (UDP) in the session; 0: no cap. Over it, a pod connection is reset
 	// at once and an association is closed with a reason.
 	MaxConns int
+	// MaxBuffered caps the bytes the session may hold for pod-side peers
+	// that do not read (0: no cap beyond MaxConns). Each connection
+	// reserves a whole Window of it when it opens, so the cap holds
+	// whatever the client sends; a connection the cap cannot cover is
+	// refused as one over MaxConns is.
+	MaxBuffered int
+	// Descriptors, when set, is charged for every connection and UDP
+	// socket (listeners are the caller's to count).
+	Descriptors Descriptors
 	// IdleTimeout ends a session with no data for this long (0: never);
 	// AssocIdleTimeout closes a UDP association idle this long.
 	IdleTimeout, AssocIdleTimeout time.Duration
@@ -48,23 +68,38 @@ type NodeResult struct {
 	Err              error  // why it ended (nil: the client closed it)
 }
 
+// maxPendingRefusals bounds the refusals queued for the client: one that
+// opens faster than it reads its answers is ended (a protocol error), so a
+// refused frame costs the node a queue slot, never a goroutine.
+const maxPendingRefusals = 256
+
 // node is the node end's state beyond the mux.
 type node struct {
 	*mux
 	cfg           NodeConfig
-	next          atomic.Uint32
 	conns, refuse atomic.Int64
+	// refusals is the queue to writeRefusals, the session's one writer of
+	// refusals (the reader loop never writes).
+	refusals chan Frame
+	// Under mu: the last connection id issued (ids skip 0 and live
+	// entries: they never wrap into one), whether they wrapped, and the
+	// last association id the client opened (they must rise).
+	lastConn  uint32
+	wrapped   bool
+	lastAssoc uint32
 }
 
 // ServeNode runs the node end of a session on ws until the client leaves,
 // ctx ends (the peer is told context.Cause), or an error; every listener,
 // socket and goroutine is gone when it returns.
 func ServeNode(ctx context.Context, ws *websocket.Conn, cfg NodeConfig) NodeResult {
-	n := &node{mux: newMux(ws, cfg.Keepalive, true), cfg: cfg}
-	n.wg.Add(3)
+	n := &node{mux: newMux(ws, cfg.Keepalive, true), cfg: cfg, refusals: make(chan Frame, maxPendingRefusals)}
+	n.budget = cfg.Descriptors
+	n.wg.Add(4)
 	go n.stopOnContext(ctx)
 	go n.keepalive(cfg.IdleTimeout)
 	go n.sweep(cfg.AssocIdleTimeout)
+	go n.writeRefusals()
 	for _, l := range cfg.Listeners {
 		n.spawn(func() { n.accept(l) })
 	}
@@ -77,9 +112,11 @@ func ServeNode(ctx context.Context, ws *websocket.Conn, cfg NodeConfig) NodeResu
 	}
 	err := n.readLoop(n.handle)
 	var pe *websocket.CloseError
+	var ce *ClientError
 	switch {
 	case errors.As(err, &pe) && (pe.Code == websocket.CloseNormalClosure || pe.Code == websocket.CloseGoingAway):
 		err = nil // the client closed the session
+	case errors.As(err, &ce):
 	case errors.Is(err, ErrFrame):
 		err = fmt.Errorf("client broke the protocol: %w", err)
 	default:
@@ -114,15 +151,7 @@ func (n *node) accept(l Listener) {
 			}
 			return
 		}
-		id := n.next.Add(1)
-		s := n.newStream(id, c)
-		n.mu.Lock()
-		full := n.cfg.MaxConns > 0 && len(n.mux.conns) >= n.cfg.MaxConns
-		over := n.isDone()
-		if !full && !over {
-			n.mux.conns[id] = s
-		}
-		n.mu.Unlock()
+		id, over, full := n.admitConn()
 		if over {
 			closeConn(c, true)
 			return
@@ -132,6 +161,10 @@ func (n *node) accept(l Listener) {
 			closeConn(c, true)
 			continue
 		}
+		s := n.newStream(id, c)
+		n.mu.Lock()
+		n.mux.conns[id] = s
+		n.mu.Unlock()
 		n.conns.Add(1)
 		if n.send(Frame{Type: TypeOpen, ID: id, Port: l.Port, Payload: []byte(c.RemoteAddr().String())}) != nil {
 			return
@@ -145,13 +178,16 @@ func (n *node) handle(f Frame) error {
 	switch f.Type {
 	case TypeData, TypeWindow, TypeCloseWrite, TypeReset, TypeError:
 		if f.ID == 0 { // the client's session error
-			return fmt.Errorf("client ended the session: %s", f.Payload)
+			return &ClientError{Message: string(f.Payload)}
 		}
 		n.mu.Lock()
 		s := n.mux.conns[f.ID]
+		unknown := s == nil && !n.wrapped && f.ID > n.lastConn
 		n.mu.Unlock()
 		switch {
-		case s == nil: // ended here first, or never existed: dropped
+		case unknown:
+			return fmt.Errorf("%w: connection %d was never opened", ErrFrame, f.ID)
+		case s == nil: // ended here first: in flight, dropped
 			return nil
 		case f.Type == TypeData:
 			return s.deliver(f.Payload)
@@ -161,9 +197,12 @@ func (n *node) handle(f Frame) error {
 		return n.openAssoc(f)
 	case TypeDatagram:
 		n.mu.Lock()
-		a := n.udp[f.ID]
+		a, unknown := n.udp[f.ID], f.ID > n.lastAssoc
 		n.mu.Unlock()
-		if a != nil { // else closed here first: UDP may drop
+		if unknown {
+			return fmt.Errorf("%w: association %d was never opened", ErrFrame, f.ID)
+		}
+		if a != nil { // else closed or refused here first: UDP may drop
 			a.touch()
 			n.carried(len(f.Payload), false)
 			_, _ = a.conn.Write(f.Payload) // a full socket drops, as UDP does
@@ -171,61 +210,15 @@ func (n *node) handle(f Frame) error {
 		return nil
 	case TypeAssocClose:
 		n.mu.Lock()
-		a := n.udp[f.ID]
+		a, unknown := n.udp[f.ID], f.ID > n.lastAssoc
 		n.mu.Unlock()
+		if unknown {
+			return fmt.Errorf("%w: association %d was never opened", ErrFrame, f.ID)
+		}
 		if a != nil {
 			a.close()
 		}
 		return nil
 	}
 	return fmt.Errorf("%w: frame type 0x%02x is not for the node", ErrFrame, byte(f.Type))
-}
-
-// openAssoc opens a UDP association the client asked for. It dials
-// inline, so the datagrams that follow the open find it; a refusal is
-// sent from a goroutine, as the reader loop never writes.
-func (n *node) openAssoc(f Frame) error {
-	allowed := false
-	for _, p := range n.cfg.UDPPorts {
-		allowed = allowed || p == f.Port
-	}
-	n.mu.Lock()
-	_, dup := n.udp[f.ID]
-	full := n.cfg.MaxConns > 0 && len(n.udp) >= n.cfg.MaxConns
-	n.mu.Unlock()
-	var reason string
-	switch {
-	case dup:
-		return fmt.Errorf("%w: association %d opened twice", ErrFrame, f.ID)
-	case !allowed || n.cfg.UDP == nil:
-		reason = fmt.Sprintf("port %d is not forwarded in this session", f.Port)
-	case full:
-		n.refuse.Add(1)
-		reason = fmt.Sprintf("too many UDP associations in this session (at most %d)", n.cfg.MaxConns)
-	}
-	var c *net.UDPConn
-	if reason == "" {
-		var err error
-		if c, err = n.cfg.UDP.DialUDP(f.Port); err != nil {
-			reason = err.Error()
-		}
-	}
-	if reason != "" {
-		n.spawn(func() { _ = n.send(Frame{Type: TypeAssocClose, ID: f.ID, Payload: text(reason)}) })
-		return nil
-	}
-	a := &assoc{m: n.mux, id: f.ID, conn: c, owned: true, last: time.Now()}
-	n.mu.Lock()
-	over := n.isDone()
-	if !over {
-		n.udp[f.ID] = a
-	}
-	n.mu.Unlock()
-	if over {
-		_ = c.Close() // the session ended meanwhile
-		return nil
-	}
-	n.conns.Add(1)
-	n.spawn(a.pumpNode)
-	return nil
 }

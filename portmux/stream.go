@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package portmux
 
 import (
@@ -52,7 +55,20 @@ func (s *stream) deliver(p []byte) error {
 		return fmt.Errorf("%w: connection %d: data past the window or after close-write", ErrFrame, s.id)
 	}
 	s.granted -= len(p)
-	s.in = append(s.in, append([]byte(nil), p...))
+	// Copied into chunks of MaxData filled end to end, so what is held is
+	// the bytes queued (at most a Window) rounded up to a chunk, however
+	// small the frames: one allocation a frame would hold 8 MiB for a
+	// Window of one-byte frames.
+	for len(p) > 0 {
+		last := len(s.in) - 1
+		if last < 0 || len(s.in[last]) == cap(s.in[last]) {
+			s.in = append(s.in, make([]byte, 0, MaxData))
+			last++
+		}
+		c := s.in[last]
+		k := copy(c[len(c):cap(c)], p)
+		s.in[last], p = c[:len(c)+k], p[k:]
+	}
 	s.cond.Broadcast()
 	return nil
 }
@@ -198,6 +214,9 @@ func (s *stream) release(abrupt bool) bool {
 	s.m.mu.Lock()
 	delete(s.m.conns, s.id)
 	s.m.mu.Unlock()
+	if s.m.node {
+		s.m.uncharge(true) // every node stream was charged by admitConn
+	}
 	return true
 }
 

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package portmux
 
 import (
@@ -44,6 +47,7 @@ func (a *assoc) close() bool {
 	a.mu.Unlock()
 	if a.owned {
 		_ = a.conn.Close() // done with it: a failed close changes nothing
+		a.m.uncharge(false)
 	}
 	a.m.mu.Lock()
 	if a.m.udp[a.id] == a {

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import (
@@ -7,12 +10,14 @@ import (
 	"strings"
 
 	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/kubestream/kubestream/translator"
 )
 
 // decide classifies the request and marks the WebSockets kubestream would
 // translate or tunnel as candidates for the runtime's own WebSocket support.
 func (s *Server) decide(r *http.Request, sub string) decision {
-	d := classify(r, sub, s.webSocketsEnabled(), s.modesEnabled())
+	d := classify(r, sub, s.webSocketsEnabled(), s.servedModes())
 	// Whether this pod's runtime handler refused lately is known only
 	// after its lookup (offerDirect).
 	d.directCandidate = (d.route == RouteTranslated || d.route == RouteTunneled) && s.direct.auto()
@@ -37,7 +42,15 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*ses
 		ss.refuse(w, r, http.StatusTooManyRequests, fmt.Errorf("too many streaming sessions on this %s; retry later", full))
 		return nil, "", false
 	}
-	ss.release = release
+	if !s.track() {
+		release()
+		ss.refuse(w, r, http.StatusServiceUnavailable, translator.Stopping(s.cfg.ShutdownMessage))
+		return nil, "", false
+	}
+	ss.release = func() {
+		release()
+		s.sessions.Done()
+	}
 	return ss, d.route, true
 }
 

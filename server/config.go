@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import (
@@ -126,10 +129,27 @@ type Server struct {
 	reverseUpgrader, udpUpgrader *websocket.Upgrader
 	direct                       *directCache
 	slots                        *sessionSlots
+	pods                         *podWatches
 
 	baseCtx    context.Context // cancelled by Shutdown; ends every session
 	cancelBase context.CancelCauseFunc
-	sessions   sync.WaitGroup
+	// sessions counts admitted requests; under mu, once stopping (Shutdown
+	// began) no request is admitted, so Shutdown's wait cannot miss one.
+	sessions sync.WaitGroup
+	mu       sync.Mutex
+	stopping bool
+}
+
+// track counts an admitted request for Shutdown to wait for, unless
+// Shutdown began (false).
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.sessions.Add(1)
+	return true
 }
 
 // webSocketsEnabled: the node handles WebSockets itself (the kubelet's

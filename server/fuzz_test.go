@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import (
@@ -31,7 +34,7 @@ func FuzzClassify(f *testing.F) {
 		req.Header.Set("Sec-WebSocket-Protocol", protocols)
 		req.Header.Set("X-Stream-Protocol-Version", protocols)
 		subresource := []string{Exec, Attach, PortForward}[int(sub)%3]
-		d := classify(req, subresource, gate, gate)
+		d := classify(req, subresource, gate, servedModes{gate, gate})
 		if d.route == RouteRejected && (d.status < 400 || d.status > 499 || d.message == "") {
 			t.Fatalf("rejection without a 4xx and a reason: %+v", d)
 		}

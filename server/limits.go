@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import "sync"
@@ -7,6 +10,12 @@ import "sync"
 // connection and the runtime's). A request over a limit is refused with
 // 429 and Retry-After before any CRI call; sessions already running are
 // never cut by it. Zero means no limit.
+//
+// The limits are kept in descriptors, two a session: a reverse or UDP
+// port-forward session also holds one for each listener and each
+// connection or UDP socket it opens, so with those modes on a session can
+// count as several; a connection the limit cannot cover is refused, the
+// session goes on.
 type Limits struct {
 	MaxSessions       int // on the node
 	MaxSessionsPerPod int // per pod (namespace/name)
@@ -22,8 +31,11 @@ const maxDescriptors = 1 << 20
 // files.
 func DefaultMaxSessions() int { return max(8, DescriptorLimit()/4) }
 
-// sessionSlots counts admitted requests, from admission to the handler's
-// return.
+// sessionDescriptors is what an admitted session counts for.
+const sessionDescriptors = 2
+
+// sessionSlots counts the descriptors of admitted requests, from
+// admission to the handler's return.
 type sessionSlots struct {
 	limits Limits
 	mu     sync.Mutex
@@ -31,30 +43,50 @@ type sessionSlots struct {
 	perPod map[string]int
 }
 
-// acquire takes a slot for pod, or names the limit that is full.
+// acquire takes a session's slot for pod, or names the limit that is full.
 func (s *sessionSlots) acquire(pod string) (release func(), full string) {
+	if full = s.take(pod, sessionDescriptors); full != "" {
+		return nil, full
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.give(pod, sessionDescriptors) }) }, ""
+}
+
+// take counts n more descriptors for pod, or names the limit they would
+// pass (nothing taken).
+func (s *sessionSlots) take(pod string, n int) (full string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.limits.MaxSessions > 0 && s.total >= s.limits.MaxSessions {
-		return nil, "node"
+	if s.limits.MaxSessions > 0 && s.total+n > sessionDescriptors*s.limits.MaxSessions {
+		return "node"
 	}
-	if s.limits.MaxSessionsPerPod > 0 && s.perPod[pod] >= s.limits.MaxSessionsPerPod {
-		return nil, "pod"
+	if s.limits.MaxSessionsPerPod > 0 && s.perPod[pod]+n > sessionDescriptors*s.limits.MaxSessionsPerPod {
+		return "pod"
 	}
 	if s.perPod == nil {
 		s.perPod = map[string]int{}
 	}
-	s.total++
-	s.perPod[pod]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.total--
-			if s.perPod[pod]--; s.perPod[pod] == 0 {
-				delete(s.perPod, pod)
-			}
-		})
-	}, ""
+	s.total += n
+	s.perPod[pod] += n
+	return ""
 }
+
+// give returns n descriptors take counted for pod.
+func (s *sessionSlots) give(pod string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total -= n
+	if s.perPod[pod] -= n; s.perPod[pod] <= 0 {
+		delete(s.perPod, pod)
+	}
+}
+
+// podDescriptors charges one pod's mode-session connections to the
+// limits (portmux.Descriptors).
+type podDescriptors struct {
+	slots *sessionSlots
+	pod   string
+}
+
+func (d podDescriptors) Take() bool { return d.slots.take(d.pod, 1) == "" }
+func (d podDescriptors) Give()      { d.slots.give(d.pod, 1) }

@@ -1,161 +1,284 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 // This file is kubestream's own port-forward modes, reverse and UDP
 // (portmux): served by the node itself, never translated and never passed
-// to the runtime. The listeners exist before the client's 101, so a port
-// in use is an HTTP answer; the session then runs until the client leaves,
-// the pod is deleted, the idle timeout or Shutdown.
+// to the runtime, and only as far as the operator allows (PortForwardModes).
+// Everything a session asks for is checked and its listeners exist before
+// the client's 101, so a refusal is an HTTP answer; the session then runs
+// until the client leaves, the pod is deleted, the idle timeout or
+// Shutdown.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
-	"k8s.io/klog/v2"
+	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/kubestream/kubestream/audit"
 	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/internal/netns"
 	"github.com/kubestream/kubestream/portmux"
 )
 
-// PortForwardModes configure the reverse and UDP port-forward modes.
+// ModeAccess says which pods a port-forward mode is served to.
+type ModeAccess string
+
+const (
+	// ModeOff: not served; the node answers as one without the mode.
+	ModeOff ModeAccess = "off"
+	// ModeOptIn: served to pods annotated for it (ReverseAnnotation,
+	// UDPAnnotation set to "true").
+	ModeOptIn ModeAccess = "opt-in"
+	// ModeOn: served to every pod.
+	ModeOn ModeAccess = "on"
+)
+
+// The pod annotations that opt a pod in to a mode whose access is opt-in.
+const (
+	ReverseAnnotation = "portforward.kubestream.io/reverse"
+	UDPAnnotation     = "portforward.kubestream.io/udp"
+)
+
+// ModeAccesses are the values a mode's access takes.
+var ModeAccesses = []string{string(ModeOff), string(ModeOptIn), string(ModeOn)}
+
+// PortForwardModes configure the reverse and UDP port-forward modes. They
+// go beyond what a kubelet does (a reverse listener binds in the pod, as
+// root), so both are off until the operator turns them on.
 type PortForwardModes struct {
+	Reverse, UDP ModeAccess
+	// AllowHostNetwork serves the modes to host-network pods, whose
+	// loopback is the node's.
+	AllowHostNetwork bool
+	// AllowPrivilegedPorts lets reverse listen on ports below the pod's
+	// net.ipv4.ip_unprivileged_port_start, which its own processes may not.
+	AllowPrivilegedPorts bool
+	// MaxPorts caps the ports of one session (0: no cap).
+	MaxPorts int
 	// MaxConnections caps concurrent reverse connections or UDP
 	// associations per session (0: none).
 	MaxConnections int
+	// MaxBufferedBytes caps what one session holds for pod-side peers
+	// that do not read (0: MaxConnections windows).
+	MaxBufferedBytes int
 	// UDPIdleTimeout closes a UDP association with no datagram this long.
 	UDPIdleTimeout time.Duration
-	// PodCheckPeriod is how often a session checks its pod still exists
-	// (0: 5 s).
+	// PodCheckPeriod is how often the node checks that a pod with
+	// sessions still exists (0: 5 s).
 	PodCheckPeriod time.Duration
 }
 
 // DefaultPortForwardModes are the modes' settings a node starts with:
-// kubestream serve's flags and the kubelet's configuration file change them.
-var DefaultPortForwardModes = PortForwardModes{MaxConnections: 128, UDPIdleTimeout: time.Minute}
+// both off; kubestream serve's flags and the configuration file change
+// them.
+func DefaultPortForwardModes() PortForwardModes {
+	return PortForwardModes{Reverse: ModeOff, UDP: ModeOff, MaxPorts: 8, MaxConnections: 128,
+		MaxBufferedBytes: 16 << 20, UDPIdleTimeout: time.Minute}
+}
+
+// access is mode's setting; off when the node cannot reach a pod's
+// sandbox and network namespace.
+func (s *Server) access(mode Route) ModeAccess {
+	if s.cfg.Lookup == nil || s.cfg.Sandboxes == nil {
+		return ModeOff
+	}
+	a := s.cfg.PortForwardModes.Reverse
+	if mode == RouteUDP {
+		a = s.cfg.PortForwardModes.UDP
+	}
+	if a == "" {
+		return ModeOff
+	}
+	return a
+}
+
+// servedModes are the modes the classifier may choose (protocol.go).
+func (s *Server) servedModes() servedModes {
+	return servedModes{reverse: s.access(RouteReverse) != ModeOff, udp: s.access(RouteUDP) != ModeOff}
+}
 
 // modeLegs: a mode session's pod side, ready: the sandbox it watches, its
-// network namespace and, for reverse, its listeners.
+// network namespace (held open) and, for reverse, its listeners and the
+// descriptors they are counted as.
 type modeLegs struct {
 	mode      Route
+	pod       string // namespace/name: the key of its session limit
 	sandbox   string
 	ns        netns.Namespace
 	ports     []uint16
 	listeners []portmux.Listener
+	slots     *sessionSlots
+	charged   int // descriptors taken from slots for the listeners
+	closed    bool
 }
 
-func (l modeLegs) route() Route { return l.mode }
+func (l *modeLegs) route() Route { return l.mode }
 
-// Close closes the session's listeners, when it ends before it ran.
-func (l modeLegs) Close() error {
-	for _, pl := range l.listeners {
-		_ = pl.L.Close() // done with it: a failed close changes nothing
+// Close lets go of what the legs hold, once.
+func (l *modeLegs) Close() error {
+	if l.closed {
+		return nil
 	}
-	return nil
+	l.closed = true
+	l.slots.give(l.pod, l.charged)
+	for _, pl := range l.listeners {
+		_ = pl.L.Close() // done with it (ServeNode may have closed it): nothing to do on failure
+	}
+	return l.ns.Close()
 }
 
-// modesEnabled: the node can find a pod's sandbox and its network
-// namespace, so it serves the modes (and offers them in its 403s).
-func (s *Server) modesEnabled() bool { return s.cfg.Lookup != nil && s.cfg.Sandboxes != nil }
-
-// openModes resolves pod → sandbox → network namespace and, for reverse,
+// openModes checks what the session asks for against what the operator
+// allows, resolves pod → sandbox → network namespace and, for reverse,
 // creates every listener before the client is answered.
 func (s *Server) openModes(w http.ResponseWriter, r *http.Request, ss *session, q request, mode Route) (legs, bool) {
-	if len(q.ports) == 0 {
-		ss.refuse(w, r, http.StatusBadRequest, errors.New("port-forward needs at least one port parameter"))
-		return nil, false
-	}
-	l := modeLegs{mode: mode}
+	cfg := s.cfg.PortForwardModes
+	l := &modeLegs{mode: mode, pod: q.pod.Namespace + "/" + q.pod.Name, slots: s.slots}
 	for _, p := range q.ports {
-		l.ports = append(l.ports, uint16(p))
-	}
-	var err error
-	if l.sandbox, err = s.cfg.Lookup.SandboxID(r.Context(), q.pod); err != nil {
-		ss.refuse(w, r, cri.HTTPStatus(err), err)
-		return nil, false
-	}
-	if l.ns.Path, err = s.cfg.Sandboxes.NetNS(r.Context(), l.sandbox); err != nil {
-		ss.refuse(w, r, cri.HTTPStatus(err), fmt.Errorf("pod %s: %w", q.pod, err))
-		return nil, false
-	}
-	if mode == RouteUDP {
-		return l, true
-	}
-	for _, p := range l.ports {
-		ln, err := l.ns.ListenTCP("", p)
-		if err != nil {
-			l.Close()
-			code := http.StatusInternalServerError
-			if errors.Is(err, netns.ErrPortInUse) {
-				code = http.StatusConflict
-			}
-			ss.refuse(w, r, code, fmt.Errorf("reverse port-forward to pod %s: %w", q.pod, err))
+		if slices.Contains(l.ports, uint16(p)) {
+			ss.refuse(w, r, http.StatusBadRequest, fmt.Errorf("port %d is asked for twice", p))
 			return nil, false
 		}
-		l.listeners = append(l.listeners, portmux.Listener{Port: p, L: ln})
+		l.ports = append(l.ports, uint16(p))
+	}
+	switch {
+	case len(l.ports) == 0:
+		ss.refuse(w, r, http.StatusBadRequest, errors.New("port-forward needs at least one port parameter"))
+		return nil, false
+	case cfg.MaxPorts > 0 && len(l.ports) > cfg.MaxPorts:
+		ss.refuse(w, r, http.StatusBadRequest, fmt.Errorf("%d ports asked for; this node forwards at most %d in one session", len(l.ports), cfg.MaxPorts))
+		return nil, false
+	}
+	code, err := s.openNamespace(r.Context(), q.pod, l)
+	if err == nil && mode == RouteReverse {
+		code, err = s.openListeners(l)
+	}
+	if err != nil {
+		l.Close()
+		if code == http.StatusForbidden {
+			// The node serves the mode, not to this pod or port: a client
+			// tells that from a node without it by the header.
+			w.Header().Set(httpstream.HeaderAcceptedProtocolVersions, ss.protocol)
+		}
+		ss.refuse(w, r, code, fmt.Errorf("%s to pod %s: %w", mode, q.pod, err))
+		return nil, false
 	}
 	return l, true
 }
 
+// openNamespace finds the pod's sandbox, checks the operator allows the
+// mode for it and holds its network namespace open.
+func (s *Server) openNamespace(ctx context.Context, pod cri.PodRef, l *modeLegs) (int, error) {
+	var err error
+	if l.sandbox, err = s.cfg.Lookup.SandboxID(ctx, pod); err != nil {
+		return cri.HTTPStatus(err), err
+	}
+	sb, err := s.cfg.Sandboxes.Sandbox(ctx, l.sandbox)
+	if err != nil {
+		return cri.HTTPStatus(err), err
+	}
+	key := ReverseAnnotation
+	if l.mode == RouteUDP {
+		key = UDPAnnotation
+	}
+	switch {
+	case s.access(l.mode) == ModeOptIn && sb.Annotations[key] != "true":
+		return http.StatusForbidden, fmt.Errorf("this node serves it only to pods annotated %s: \"true\"", key)
+	case sb.HostNetwork && !s.cfg.PortForwardModes.AllowHostNetwork:
+		return http.StatusForbidden, errors.New("the pod uses the node's network, and this node does not serve the mode to such pods")
+	}
+	if l.ns, err = netns.Open(sb.NetNS); err != nil {
+		return http.StatusInternalServerError, err
+	}
+	if sb.PID > 0 {
+		// The namespace is the process's, found by its PID: it is the
+		// sandbox's only if the sandbox still has that process now that
+		// the namespace is held (a PID is reused once its process ends).
+		again, err := s.cfg.Sandboxes.Sandbox(ctx, l.sandbox)
+		if err != nil || again.PID != sb.PID {
+			return http.StatusConflict, fmt.Errorf("the pod's sandbox changed while its network namespace was opened (process %d)", sb.PID)
+		}
+	}
+	return 0, nil
+}
+
+// openListeners checks reverse's ports and listens on each, counted
+// against the session limits.
+func (s *Server) openListeners(l *modeLegs) (int, error) {
+	if !s.cfg.PortForwardModes.AllowPrivilegedPorts {
+		start, err := l.ns.UnprivilegedPortStart()
+		if err != nil {
+			return http.StatusInternalServerError, err
+		}
+		for _, p := range l.ports {
+			if int(p) < start {
+				return http.StatusForbidden, fmt.Errorf("port %d is privileged in the pod (below %d), and this node does not listen on such ports", p, start)
+			}
+		}
+	}
+	if full := s.slots.take(l.pod, len(l.ports)); full != "" {
+		return http.StatusTooManyRequests, fmt.Errorf("too many streaming sessions and connections on this %s; retry later", full)
+	}
+	l.charged = len(l.ports)
+	for _, p := range l.ports {
+		ln, err := l.ns.ListenTCP("", p)
+		if err != nil {
+			if errors.Is(err, netns.ErrPortInUse) {
+				return http.StatusConflict, err
+			}
+			return http.StatusInternalServerError, err
+		}
+		l.listeners = append(l.listeners, portmux.Listener{Port: p, L: ln})
+	}
+	return 0, nil
+}
+
 // carryModes runs the node end of the session, ended early when the pod's
 // sandbox goes away.
-func (s *Server) carryModes(ctx context.Context, r *http.Request, l modeLegs, ws *websocket.Conn) outcome {
+func (s *Server) carryModes(ctx context.Context, l *modeLegs, ws *websocket.Conn) outcome {
+	defer l.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	watched := make(chan struct{})
-	go func() { // ends with the session: ServeNode returns only once ctx's cause is told or the client left
-		defer close(watched)
-		s.watchPod(ctx, r, l.sandbox, cancel)
-	}()
+	unwatch := s.pods.watch(l.sandbox, l.pod, cancel)
+	defer unwatch()
 	cfg, tc := s.cfg.PortForwardModes, s.cfg.Translator
-	nc := portmux.NodeConfig{Listeners: l.listeners, MaxConns: cfg.MaxConnections,
-		IdleTimeout: tc.IdleTimeout, AssocIdleTimeout: cfg.UDPIdleTimeout,
+	nc := portmux.NodeConfig{Listeners: l.listeners, MaxConns: cfg.MaxConnections, MaxBuffered: cfg.MaxBufferedBytes,
+		Descriptors: podDescriptors{s.slots, l.pod}, IdleTimeout: tc.IdleTimeout, AssocIdleTimeout: cfg.UDPIdleTimeout,
 		Keepalive: portmux.Keepalive{PingPeriod: tc.PingPeriod, PongTimeout: tc.PongTimeout, WriteTimeout: tc.WriteTimeout}}
 	if l.mode == RouteUDP {
 		nc.UDPPorts, nc.UDP = l.ports, l.ns
 	}
 	res := portmux.ServeNode(ctx, ws, nc)
-	cancel(nil)
-	<-watched
 	mode := string(l.mode)
 	s.cfg.Metrics.modeConns.WithLabelValues(mode, "opened").Add(float64(res.Conns))
 	s.cfg.Metrics.modeConns.WithLabelValues(mode, "refused").Add(float64(res.Refused))
-	o := outcome{bytes: map[string]uint64{mode + "-up": res.BytesUp, mode + "-down": res.BytesDn}, err: res.Err}
+	o := outcome{bytes: map[string]uint64{mode + "-up": res.BytesUp, mode + "-down": res.BytesDn}, err: res.Err,
+		conns: &audit.Connections{Opened: res.Conns, Refused: res.Refused}}
 	if res.Err != nil && context.Cause(ctx) != nil && errors.Is(res.Err, context.Cause(ctx)) {
 		o.endedBy = "node"
 	}
 	return o
 }
 
-// watchPod checks the sandbox every PodCheckPeriod and ends the session,
-// saying why, once it is gone. A runtime that cannot answer is not a
-// deleted pod: the session goes on.
-func (s *Server) watchPod(ctx context.Context, r *http.Request, sandbox string, cancel context.CancelCauseFunc) {
-	period := s.cfg.PortForwardModes.PodCheckPeriod
-	if period <= 0 {
-		period = 5 * time.Second
-	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	pod := podRef(r)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ready, err := s.cfg.Sandboxes.SandboxReady(ctx, sandbox)
-		switch {
-		case err != nil:
-			klog.FromContext(ctx).V(2).Info("Checking the pod of a port-forward session failed", "err", err)
-		case !ready:
-			cancel(fmt.Errorf("pod %s/%s was deleted", pod.Namespace, pod.Name))
-			return
-		}
-	}
-}
-
 var _ portmux.UDPDialer = netns.Namespace{}
+
+// Validate names a setting no node can run with.
+func (m PortForwardModes) Validate() error {
+	for flag, a := range map[string]ModeAccess{"reverse-port-forward": m.Reverse, "udp-port-forward": m.UDP} {
+		if a != "" && !slices.Contains(ModeAccesses, string(a)) {
+			return fmt.Errorf("--%s=%q: want one of %s", flag, a, strings.Join(ModeAccesses, ", "))
+		}
+	}
+	if m.MaxPorts < 0 || m.MaxConnections < 0 || m.MaxBufferedBytes < 0 {
+		return errors.New("port-forward caps must not be negative")
+	}
+	return nil
+}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 // This file is the classifier: what a streaming request's upgrade headers
@@ -63,10 +66,13 @@ type decision struct {
 	directCandidate bool
 }
 
+// servedModes are kubestream's own port-forward modes the node serves
+// (portmux's reverse and UDP), to some pods at least.
+type servedModes struct{ reverse, udp bool }
+
 // classify decides from headers alone, before any CRI call, so a request
 // kubestream cannot serve never costs the runtime anything.
-// modes: the node serves portmux's reverse and UDP port-forward.
-func classify(req *http.Request, subresource string, webSockets, modes bool) decision {
+func classify(req *http.Request, subresource string, webSockets bool, modes servedModes) decision {
 	if !httpstream.IsUpgradeRequest(req) {
 		return decision{route: RouteRejected, status: http.StatusBadRequest,
 			message: "Upgrade request required: " + subresource + " streams over a WebSocket or SPDY/3.1 upgrade"}
@@ -82,7 +88,7 @@ func classify(req *http.Request, subresource string, webSockets, modes bool) dec
 		message: "unsupported upgrade " + req.Header.Get(httpstream.HeaderUpgrade) + "; want websocket or SPDY/3.1"}
 }
 
-func classifyWebSocket(req *http.Request, subresource string, webSockets, modes bool) decision {
+func classifyWebSocket(req *http.Request, subresource string, webSockets bool, modes servedModes) decision {
 	if msg := handshakeFault(req); msg != "" {
 		// Refused before the CRI call: a runtime URL is single-use and
 		// runtimes hold at most 1,000, so a malformed handshake must not
@@ -97,17 +103,17 @@ func classifyWebSocket(req *http.Request, subresource string, webSockets, modes 
 		native, legacy = portforward.WebsocketsSPDYTunnelingPortForwardV1, legacyWebSocketPF
 		nativeRoute = RouteTunneled
 	}
-	modes = modes && subresource == PortForward
-	if modes {
-		// Chosen by subprotocol alone: the apiserver passes these upgrades
-		// through unchanged and keeps only the port query.
-		for _, p := range offered {
-			switch p {
-			case portmux.ReverseProtocol:
-				return decision{route: RouteReverse, protocol: p}
-			case portmux.UDPProtocol:
-				return decision{route: RouteUDP, protocol: p}
-			}
+	if subresource != PortForward {
+		modes = servedModes{}
+	}
+	// Chosen by subprotocol alone: the apiserver passes these upgrades
+	// through unchanged and keeps only the port query.
+	for _, p := range offered {
+		switch {
+		case p == portmux.ReverseProtocol && modes.reverse:
+			return decision{route: RouteReverse, protocol: p}
+		case p == portmux.UDPProtocol && modes.udp:
+			return decision{route: RouteUDP, protocol: p}
 		}
 	}
 	if webSockets && slices.Contains(offered, native) {
@@ -131,8 +137,11 @@ func classifyWebSocket(req *http.Request, subresource string, webSockets, modes 
 	if webSockets {
 		accepted = append([]string{native}, accepted...)
 	}
-	if modes {
-		accepted = append(slices.Clip(accepted), portmux.ReverseProtocol, portmux.UDPProtocol)
+	if modes.reverse {
+		accepted = append(slices.Clip(accepted), portmux.ReverseProtocol)
+	}
+	if modes.udp {
+		accepted = append(slices.Clip(accepted), portmux.UDPProtocol)
 	}
 	return decision{route: RouteRejected, status: http.StatusForbidden, accepted: accepted,
 		message: "unsupported WebSocket subprotocols " + strings.Join(offered, ", ")}

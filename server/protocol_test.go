@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import (
@@ -40,6 +43,7 @@ func TestClassify(t *testing.T) {
 		{"udp", PortForward, ws("v1.udp.portforward.kubestream.io"), true, RouteUDP, 0},
 		{"reverse on exec", Exec, ws("v1.reverse.portforward.kubestream.io"), true, RouteRejected, 403},
 		{"reverse where the node cannot serve it", PortForward, ws("v1.reverse.portforward.kubestream.io"), false, RouteRejected, 403},
+		{"udp with only reverse on", PortForward, ws("v1.udp.portforward.kubestream.io"), false, RouteRejected, 403},
 		{"spdy v4", Exec, spdy("v4.channel.k8s.io"), true, RouteProxiedSPDY, 0},
 		{"spdy list from the apiserver", Exec, spdy("v5.channel.k8s.io, v4.channel.k8s.io, v3.channel.k8s.io"), true, RouteProxiedSPDY, 0},
 		{"spdy v5 only", Exec, spdy("v5.channel.k8s.io"), true, RouteRejected, 403},
@@ -60,7 +64,11 @@ func TestClassify(t *testing.T) {
 				req.Method = http.MethodPost
 			}
 			req.Header = tc.hdr
-			d := classify(req, tc.sub, tc.gate, tc.gate)
+			modes := servedModes{tc.gate, tc.gate}
+			if tc.name == "udp with only reverse on" {
+				tc.gate, modes = true, servedModes{reverse: true}
+			}
+			d := classify(req, tc.sub, tc.gate, modes)
 			if d.route != tc.route || d.status != tc.status {
 				t.Fatalf("got %s/%d (%s), want %s/%d", d.route, d.status, d.message, tc.route, tc.status)
 			}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package server is kubestream's kubelet-side streaming server: it serves
 // the kubelet API's /exec, /attach and /portForward, decides per request
 // whether to translate, tunnel or pass the upgrade through, resolves pods
@@ -8,7 +11,9 @@
 // stream.go (serveStream: the whole path; run and carry: every session's
 // runner), direct.go (a WebSocket offered to the runtime first), open.go
 // (each route's legs) and admit.go (the route from the headers, the
-// session limits), session.go (its metrics and audit record, and finish,
+// session limits) and portmodes.go (reverse and UDP port-forward, served
+// by the node itself, as far as the operator allows) with podwatch.go (one
+// check of a pod for all its sessions), session.go (its metrics and audit record, and finish,
 // every session's one wrap-up), config.go (Config and Server), request.go
 // (what was asked, the runtime's URL), audit.go, metrics.go (the metrics,
 // in component-base's registry) and limits.go (the session limits) with
@@ -59,7 +64,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Translator.BufferSize == 0 {
 		cfg.Translator = translator.DefaultConfig()
 	}
-	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct), slots: &sessionSlots{limits: cfg.Limits}}
+	s := &Server{cfg: cfg, direct: newDirectCache(cfg.Direct), slots: &sessionSlots{limits: cfg.Limits},
+		pods: &podWatches{sandboxes: cfg.Sandboxes, period: cfg.PortForwardModes.PodCheckPeriod}}
 	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
 	s.rcUpgrader = wire.NewUpgrader(remotecommand.StreamProtocolV5Name, cfg.Translator.WriteTimeout)
 	s.pfUpgrader = wire.NewUpgrader(portforward.WebsocketsSPDYTunnelingPortForwardV1, cfg.Translator.WriteTimeout)
@@ -95,6 +101,9 @@ func New(cfg Config) (*Server, error) {
 // ctx. Sessions passed through to the runtime end with the http.Server that
 // owns their connections.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping = true // requests from now on get 503
+	s.mu.Unlock()
 	s.cancelBase(translator.Stopping(s.cfg.ShutdownMessage))
 	done := make(chan struct{})
 	go func() {

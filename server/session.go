@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import (
@@ -165,6 +168,7 @@ func (ss *session) finish(r *http.Request, o outcome) {
 		ss.carried(ch, n)
 	}
 	if ev := ss.ev; ev != nil {
+		ev.Connections = o.conns
 		// Who ended it: the carrier's word when it knows, else the status.
 		switch {
 		case o.endedBy != "":
@@ -241,6 +245,8 @@ type outcome struct {
 	// idle timeout or shutdown; "runtime": its connection was lost).
 	endedBy string
 	err     error // why it ended abnormally; nil for a normal end
+	// conns: a port-forward mode's connections, opened and refused.
+	conns *audit.Connections
 }
 
 // auditEvent starts a record for r: who, from where, about what.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package server
 
 import (
@@ -119,7 +122,7 @@ func (s *Server) answerClient(w http.ResponseWriter, r *http.Request, ss *sessio
 		return s.handshake(w, r, ss, s.rcUpgrader, nil)
 	case tunnelLegs:
 		return s.handshake(w, r, ss, s.pfUpgrader, l.runtime)
-	case modeLegs:
+	case *modeLegs:
 		up := s.reverseUpgrader
 		if l.mode == RouteUDP {
 			up = s.udpUpgrader
@@ -178,8 +181,8 @@ func (s *Server) carry(ctx context.Context, r *http.Request, ss *session, l legs
 			o.endedBy = "node"
 		}
 		return o
-	case modeLegs:
-		return s.carryModes(ctx, r, l, c.ws)
+	case *modeLegs:
+		return s.carryModes(ctx, l, c.ws)
 	case tunnelLegs:
 		res := translator.ServeTunnel(ctx, c.ws, l.runtime, cfg)
 		return outcome{bytes: map[string]uint64{"tunnel-up": res.BytesUp, "tunnel-down": res.BytesDown}, err: res.Err}
@@ -231,10 +234,8 @@ func spliceOutcome(via Route, sub string, res translator.SpliceResult) outcome {
 func (s *Server) sessionContext(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := context.AfterFunc(s.baseCtx, func() { cancel(context.Cause(s.baseCtx)) })
-	s.sessions.Add(1)
 	return ctx, func() {
 		stop()
 		cancel(nil)
-		s.sessions.Done()
 	}
 }

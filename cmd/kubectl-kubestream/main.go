@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // kubectl-kubestream is a kubectl plugin for what kubestream's nodes serve
 // beyond kubectl: port-forward --reverse (a listener in the pod, each
 // connection dialled to a local port) and --udp. It reaches the node
@@ -97,7 +100,7 @@ func run(ctx context.Context, cc clientcmd.ClientConfig, o app.Options) error {
 	case errors.As(err, &ns404):
 		return fmt.Errorf("node %s does not serve %s (kubelet without kubestream)", pod.Spec.NodeName, o.Mode())
 	case errors.As(err, &se):
-		return fmt.Errorf("%s to pod %s/%s ended: %s", o.Mode(), ns, o.Pod, se.Message)
+		return fmt.Errorf("%s to pod %s/%s ended: %s", o.Mode(), ns, o.Pod, se) // quoted: the node's text
 	}
 	return err
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package netns creates sockets inside another network namespace: a TCP
 // listener or a connected UDP socket made by a thread that entered the
 // namespace keeps it after the thread leaves, so the rest of the process
@@ -8,14 +11,40 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"syscall"
 )
 
 // Namespace is a network namespace by path (/var/run/netns/…,
 // /proc/PID/ns/net); "" is the process's own (host-network pods, the
-// embedded reference runtime).
-type Namespace struct{ Path string }
+// embedded reference runtime). One made by Open holds the namespace open,
+// so a path that later names another namespace (a PID reused) changes
+// nothing; Close lets it go.
+type Namespace struct {
+	Path string
+	f    *os.File
+}
+
+// Open opens the namespace at path and holds it until Close.
+func Open(path string) (Namespace, error) {
+	if path == "" {
+		return Namespace{}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Namespace{}, fmt.Errorf("opening network namespace: %w", err)
+	}
+	return Namespace{Path: path, f: f}, nil
+}
+
+// Close releases a namespace Open held.
+func (ns Namespace) Close() error {
+	if ns.f == nil {
+		return nil
+	}
+	return ns.f.Close()
+}
 
 // ErrPortInUse is the cause when a listener's port is taken in the namespace.
 var ErrPortInUse = errors.New("port already in use")
@@ -33,6 +62,9 @@ func (ns Namespace) ListenTCP(host string, port uint16) (net.Listener, error) {
 		l, err = net.Listen("tcp", addr)
 		return err
 	})
+	if err != nil && l != nil {
+		_ = l.Close() // made in the pod, but the thread could not leave it
+	}
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("listening on %s in the pod's network namespace: %w", addr, ErrPortInUse)
 	}
@@ -51,7 +83,26 @@ func (ns Namespace) DialUDP(port uint16) (*net.UDPConn, error) {
 		return err
 	})
 	if err != nil {
+		if c != nil {
+			_ = c.Close() // made in the pod, but the thread could not leave it
+		}
 		return nil, fmt.Errorf("UDP socket to port %d in the pod's network namespace: %w", port, err)
 	}
 	return c, nil
+}
+
+// UnprivilegedPortStart is the namespace's
+// net.ipv4.ip_unprivileged_port_start: binding a port below it takes
+// CAP_NET_BIND_SERVICE there. It is read, never written.
+func (ns Namespace) UnprivilegedPortStart() (int, error) {
+	var start int
+	err := ns.do(func() error {
+		var err error
+		start, err = unprivilegedPortStart()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the pod's unprivileged port start: %w", err)
+	}
+	return start, nil
 }

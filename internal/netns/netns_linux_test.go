@@ -148,3 +148,47 @@ func TestCurrentNamespace(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A socket made in the namespace by a thread that then cannot leave it is
+// closed, not left open with an error returned.
+func TestSocketClosedWhenLeavingFails(t *testing.T) {
+	saved := homeNS
+	homeNS = "/dev/null" // setns on it fails: the thread cannot go back
+	defer func() { homeNS = saved }()
+	ns := Namespace{Path: "/proc/self/ns/net"} // entering it works; leaving is what fails
+	var port int
+	if _, err := ns.ListenTCP("", 0); err == nil {
+		t.Fatal("the way back failed, and ListenTCP said nothing")
+	}
+	// The listener it made (on a port the kernel chose) must be gone: no
+	// descriptor of this process is a listening socket it did not close.
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		link, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if n, err := strconv.Atoi(fd.Name()); err == nil && n > 2 && len(link) > 8 && link[:8] == "socket:[" {
+			port++
+		}
+	}
+	if port != 0 {
+		t.Fatalf("%d sockets left open after a failed way back", port)
+	}
+	if _, err := ns.DialUDP(9); err == nil {
+		t.Fatal("the way back failed, and DialUDP said nothing")
+	}
+}
+
+// The unprivileged port start is the namespace's own: a fresh namespace
+// has the kernel's default, whatever the host's.
+func TestUnprivilegedPortStart(t *testing.T) {
+	ns := newNamespace(t)
+	got, err := ns.UnprivilegedPortStart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 1024 {
+		t.Fatalf("a fresh namespace's unprivileged port start: %d, want the kernel's 1024", got)
+	}
+	if _, err := (Namespace{}).UnprivilegedPortStart(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build !linux
 
 package netns
@@ -12,3 +15,7 @@ func (ns Namespace) do(f func() error) error {
 	}
 	return errors.New("network namespaces are Linux's")
 }
+
+// unprivilegedPortStart is 1024 off Linux, where ports below it are a
+// superuser's.
+func unprivilegedPortStart() (int, error) { return 1024, nil }

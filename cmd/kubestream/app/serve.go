@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app wires kubestream serve together from kubelet-style flags: the
 // runtime (a CRI endpoint or the embedded reference runtime), the CRI
 // client, the streaming server and its TLS listener. Tests start it the way
@@ -62,11 +65,11 @@ type ServeOptions struct {
 	ShutdownMessage            string
 	MaxStreamingSessions       int
 	MaxStreamingSessionsPerPod int
-	// Reverse and UDP port-forward (kubestream's own modes).
-	PortForwardMaxConnections int
-	PortForwardUDPIdleTimeout time.Duration
-	SessionRecordingDir       string
-	SessionRecordingStdin     bool
+	// Reverse and UDP port-forward (kubestream's own modes), off by
+	// default.
+	PortForwardModes      server.PortForwardModes
+	SessionRecordingDir   string
+	SessionRecordingStdin bool
 	// Audit log, the apiserver's flags.
 	AuditLogPath                                       string
 	AuditLogMaxSize, AuditLogMaxBackup, AuditLogMaxAge int
@@ -94,8 +97,7 @@ func NewServeOptions() *ServeOptions {
 		TLSReloadPeriod:                10 * time.Second,
 		IdleConnectionTimeout:          idleConnTimeout(),
 		RequestReadTimeout:             time.Minute,
-		PortForwardMaxConnections:      server.DefaultPortForwardModes.MaxConnections,
-		PortForwardUDPIdleTimeout:      server.DefaultPortForwardModes.UDPIdleTimeout,
+		PortForwardModes:               server.DefaultPortForwardModes(),
 	}
 }
 
@@ -116,8 +118,16 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.AuditLogMaxBackup, "audit-log-maxbackup", o.AuditLogMaxBackup, "Most rotated audit logs to keep (0: all).")
 	fs.IntVar(&o.AuditLogMaxAge, "audit-log-maxage", o.AuditLogMaxAge, "Most days to keep rotated audit logs (0: no limit).")
 	fs.IntVar(&o.MaxStreamingSessionsPerPod, "max-streaming-sessions-per-pod", o.MaxStreamingSessionsPerPod, "Most concurrent streaming sessions per pod; more get 429 with Retry-After. 0: no per-pod limit.")
-	fs.IntVar(&o.PortForwardMaxConnections, "port-forward-max-connections", o.PortForwardMaxConnections, "Most concurrent connections of one reverse port-forward session, or UDP associations of one UDP port-forward session; more are reset (reverse) or refused (UDP). 0: no cap.")
-	fs.DurationVar(&o.PortForwardUDPIdleTimeout, "port-forward-udp-idle-timeout", o.PortForwardUDPIdleTimeout, "A UDP port-forward association with no datagram either way for this long is closed.")
+	m := &o.PortForwardModes
+	modes := strings.Join(server.ModeAccesses, ", ")
+	fs.StringVar((*string)(&m.Reverse), "reverse-port-forward", string(m.Reverse), "Serve reverse port-forward (a listener in the pod, its connections to the client): "+modes+"; opt-in serves pods annotated "+server.ReverseAnnotation+"=true. See docs/security.md.")
+	fs.StringVar((*string)(&m.UDP), "udp-port-forward", string(m.UDP), "Serve UDP port-forward: "+modes+"; opt-in serves pods annotated "+server.UDPAnnotation+"=true.")
+	fs.BoolVar(&m.AllowHostNetwork, "port-forward-allow-host-network", m.AllowHostNetwork, "Serve reverse and UDP port-forward to host-network pods too (their loopback is the node's).")
+	fs.BoolVar(&m.AllowPrivilegedPorts, "port-forward-allow-privileged-ports", m.AllowPrivilegedPorts, "Let reverse port-forward listen on ports below the pod's net.ipv4.ip_unprivileged_port_start.")
+	fs.IntVar(&m.MaxPorts, "port-forward-max-ports", m.MaxPorts, "Most ports in one reverse or UDP port-forward session; more are refused with 400. 0: no cap.")
+	fs.IntVar(&m.MaxConnections, "port-forward-max-connections", m.MaxConnections, "Most concurrent connections of one reverse port-forward session, or UDP associations of one UDP port-forward session; more are reset (reverse) or refused (UDP). 0: no cap.")
+	fs.IntVar(&m.MaxBufferedBytes, "port-forward-max-buffered-bytes", m.MaxBufferedBytes, "Most bytes one reverse port-forward session holds for pod connections that do not read (each connection reserves its 256 KiB window); connections beyond it are reset. 0: port-forward-max-connections windows.")
+	fs.DurationVar(&m.UDPIdleTimeout, "port-forward-udp-idle-timeout", m.UDPIdleTimeout, "A UDP port-forward association with no datagram either way for this long is closed.")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "Clients must present a certificate signed by one of these CAs (the apiserver's kubelet client certificate); others get 401.")
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "The CRI endpoint, e.g. unix:///run/containerd/containerd.sock. Empty starts the embedded reference runtime.")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every CRI call.")

@@ -1,3 +1,6 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app
 
 import (
@@ -130,6 +133,9 @@ func (r *Running) serverConfig(ctx context.Context, o *ServeOptions, client *cri
 	if mode != server.DirectAuto && mode != server.DirectNever {
 		return server.Config{}, fmt.Errorf("--runtime-websocket-streaming=%q: want auto or never", o.RuntimeWebSocketStreaming)
 	}
+	if err := o.PortForwardModes.Validate(); err != nil {
+		return server.Config{}, err
+	}
 	cfg := server.Config{
 		Lookup:     cri.RuntimeLookup{C: client},
 		Runtime:    client,
@@ -143,9 +149,8 @@ func (r *Running) serverConfig(ctx context.Context, o *ServeOptions, client *cri
 		Limits:                server.Limits{MaxSessions: o.MaxStreamingSessions, MaxSessionsPerPod: o.MaxStreamingSessionsPerPod},
 		ShutdownMessage:       o.ShutdownMessage,
 		Sandboxes:             client,
-		PortForwardModes: server.PortForwardModes{MaxConnections: o.PortForwardMaxConnections,
-			UDPIdleTimeout: o.PortForwardUDPIdleTimeout},
-		Metrics: server.NewMetrics(),
+		PortForwardModes:      o.PortForwardModes,
+		Metrics:               server.NewMetrics(),
 	}
 	if cfg.Limits.MaxSessions == 0 {
 		cfg.Limits.MaxSessions = server.DefaultMaxSessions()
