@@ -37,7 +37,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS = translator:FuzzClientMessages translator:FuzzRuntimeFrames translator:FuzzSPDYRelay \
 	translator:FuzzFrameFollowers translator:FuzzTunnelUp internal/wire:FuzzResizeStream server:FuzzClassify server:FuzzCheckNames \
 	cri/streaming:FuzzV5Client cri/streaming:FuzzTunnelClient internal/spdy:FuzzHeaderDecoder internal/spdy:FuzzReader \
-	recording:FuzzPlainUntil portmux:FuzzParseFrame
+	recording:FuzzPlainUntil portmux:FuzzParseFrame portmux:FuzzNodeFrames
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 

@@ -98,7 +98,7 @@ func run(ctx context.Context, cc clientcmd.ClientConfig, o app.Options) error {
 	var se *portmux.SessionError
 	switch {
 	case errors.As(err, &ns404):
-		return fmt.Errorf("node %s does not serve %s (kubelet without kubestream)", pod.Spec.NodeName, o.Mode())
+		return fmt.Errorf("node %s does not serve %s: its kubelet runs without kubestream, or its operator left the mode off", pod.Spec.NodeName, o.Mode())
 	case errors.As(err, &se):
 		return fmt.Errorf("%s to pod %s/%s ended: %s", o.Mode(), ns, o.Pod, se) // quoted: the node's text
 	}

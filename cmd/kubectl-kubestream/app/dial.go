@@ -22,6 +22,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 )
@@ -45,6 +46,10 @@ func (e *NotServedError) Error() string {
 // TLS, credentials and proxy, as client-go's WebSocket transport does but
 // keeping the refusal's headers, which tell kubestream from a stock kubelet.
 func Dial(ctx context.Context, cfg *rest.Config, u *url.URL, protocol string) (*websocket.Conn, error) {
+	if cfg.UserAgent == "" { // so the apiserver's audit and the node's name the plugin
+		cfg = rest.CopyConfig(cfg)
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
 	tc, err := cfg.TransportConfig()
 	if err != nil {
 		return nil, err
@@ -62,6 +67,9 @@ func Dial(ctx context.Context, cfg *rest.Config, u *url.URL, protocol string) (*
 	if err != nil {
 		return nil, err
 	}
+	// The apiserver keeps a client's Audit-Id as its own and passes it to
+	// the node, whose record carries it: the two join on it.
+	req.Header.Set("Audit-Id", string(uuid.NewUUID()))
 	if _, err := rt.RoundTrip(req); err != nil {
 		return nil, err
 	}

@@ -4,10 +4,15 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/kubestream/kubestream/portmux"
 )
@@ -38,5 +43,22 @@ func TestRefusal(t *testing.T) {
 		if errors.As(err, &ns) != c.notServed || !c.notServed && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// TestDialNamesItself: the plugin's request carries an Audit-Id of its own
+// and its user agent, so the apiserver's audit and the node's join on them.
+func TestDialNamesItself(t *testing.T) {
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL + "/portForward/default/demo?port=80")
+	_, _ = Dial(context.Background(), &rest.Config{Host: srv.URL}, u, portmux.ReverseProtocol) // refused: only the headers count
+	h := <-got
+	if h.Get("Audit-Id") == "" || !strings.Contains(h.Get("User-Agent"), "/") {
+		t.Fatalf("Audit-Id %q, User-Agent %q", h.Get("Audit-Id"), h.Get("User-Agent"))
 	}
 }
