@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
+	"github.com/kubestream/kubestream/config"
 )
 
 // TestManifests checks what can be checked without a Docker engine: the
@@ -60,8 +61,21 @@ func TestManifests(t *testing.T) {
 		// runtime that takes containerd's place).
 		var workers []string
 		for _, n := range cfg.Nodes {
-			if len(n.ExtraMounts) != 1 || n.ExtraMounts[0].ContainerPath != "/kind/flavour" || !n.ExtraMounts[0].ReadOnly {
+			if len(n.ExtraMounts) < 1 || n.ExtraMounts[0].ContainerPath != "/kind/flavour" || !n.ExtraMounts[0].ReadOnly {
 				t.Fatalf("node %+v: want its flavour mounted read-only at /kind/flavour", n)
+			}
+			// A flavour whose kubelet reads kubestream's file has it
+			// mounted, read-only, where its flag says.
+			f, _ := os.ReadFile(n.ExtraMounts[0].HostPath)
+			if strings.Contains(string(f), "--kubestream-config=/kind/kubestream.yaml") {
+				if len(n.ExtraMounts) != 2 || n.ExtraMounts[1].ContainerPath != "/kind/kubestream.yaml" || !n.ExtraMounts[1].ReadOnly {
+					t.Fatalf("node %+v: its kubelet reads /kind/kubestream.yaml, not mounted read-only", n)
+				}
+				if _, err := config.Load(n.ExtraMounts[1].HostPath); err != nil {
+					t.Fatalf("node %+v: %v", n, err)
+				}
+			} else if len(n.ExtraMounts) != 1 {
+				t.Fatalf("node %+v: mounts beyond its flavour", n)
 			}
 			f, err := os.ReadFile(n.ExtraMounts[0].HostPath)
 			if err != nil || !strings.Contains(string(f), "\nkubelet=kubelet-") || !strings.Contains(string(f), "\ncontainerd=containerd-") {
