@@ -108,6 +108,8 @@ func kindFaults(t *testing.T, kc func(*testing.T) *controlPlane, nodes map[strin
 			faultConcurrentExecs(t, cp, ft, flavour, pod)
 			faultCopyBothWays(t, cp, ft, flavour, pod)
 			faultKubeletRestart(t, cp, ft, n, pod)
+			faultTTYLastOutput(t, cp, ft, flavour, pod)
+			faultModesAbuse(t, cp, ft, n, pod)
 		})
 	}
 	t.Logf("faults by worker:\n%s", ft)

@@ -1,0 +1,169 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build kind
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"k8s.io/client-go/tools/clientcmd"
+
+	pfapp "github.com/kubestream/kubestream/cmd/kubectl-kubestream/app"
+	"github.com/kubestream/kubestream/portmux"
+)
+
+// What a user with only create pods/portforward could do to a node
+// through kubestream's own modes, tried through the apiserver as such a
+// user would: each is refused or bounded on the kubestream workers; stock
+// does not serve the modes at all.
+var (
+	faultModesFlood = faultCase{"UDP port-forward: 300,000 refused association opens from a client that never reads: the kubelet's goroutines and RSS", kubestreamWorkers}
+	faultModesPorts = faultCase{"reverse port-forward asking for 2,000 ports: refused, nothing bound", kubestreamWorkers}
+	faultModesGuard = faultCase{"reverse port-forward to a pod's port 80, and to a host-network pod: refused by default", kubestreamWorkers}
+)
+
+func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(pod, proto string, ports ...int) (*websocket.Conn, error) {
+		q := url.Values{}
+		for _, p := range ports {
+			q.Add("ports", fmt.Sprint(p))
+		}
+		u, _ := url.Parse(strings.TrimRight(cfg.Host, "/") + "/api/v1/namespaces/default/pods/" + pod + "/portforward?" + q.Encode())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return pfapp.Dial(ctx, cfg, u, proto)
+	}
+	var notServed *pfapp.NotServedError
+
+	// The flood.
+	ws, err := dial(pod, portmux.UDPProtocol, 7000)
+	switch {
+	case errors.As(err, &notServed):
+		ft.record(t, faultModesFlood, n.flavour, "not served", true)
+	case err != nil:
+		ft.record(t, faultModesFlood, n.flavour, "dial: "+err.Error(), false)
+	default:
+		out, ok := modesFlood(t, cp, n, ws)
+		ft.record(t, faultModesFlood, n.flavour, out, ok)
+	}
+
+	// 2,000 ports, then nothing listening in the pod.
+	var many []int
+	for p := 2001; p <= 4000; p++ {
+		many = append(many, p)
+	}
+	ws, err = dial(pod, portmux.ReverseProtocol, many...)
+	if ws != nil {
+		ws.Close()
+	}
+	listening := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "netstat", "-ltn").stdout
+	switch {
+	case errors.As(err, &notServed):
+		ft.record(t, faultModesPorts, n.flavour, "not served", true)
+	case err == nil:
+		ft.record(t, faultModesPorts, n.flavour, "served", false)
+	default:
+		bound := strings.Contains(listening, "127.0.0.1:2001 ")
+		ft.record(t, faultModesPorts, n.flavour, fmt.Sprintf("refused (%s), port 2001 bound: %v", quoteShort(err), bound),
+			strings.Contains(err.Error(), "at most") && !bound)
+	}
+
+	// Port 80 in the pod, and a host-network pod.
+	hostPod := kindHostNetworkPod(t, cp, n.flavour)
+	var says []string
+	ok := true
+	for _, c := range []struct {
+		pod, want string
+		port      int
+	}{{pod, "privileged", 80}, {hostPod, "node's network", 18081}} {
+		ws, err := dial(c.pod, portmux.ReverseProtocol, c.port)
+		if ws != nil {
+			ws.Close()
+		}
+		switch {
+		case errors.As(err, &notServed):
+			says = append(says, "not served")
+		case err == nil:
+			says, ok = append(says, "served"), false
+		default:
+			says = append(says, "refused ("+quoteShort(err)+")")
+			ok = ok && strings.Contains(err.Error(), c.want)
+		}
+	}
+	ft.record(t, faultModesGuard, n.flavour, strings.Join(says, "; "), ok)
+}
+
+// modesFlood sends 300,000 association opens for a port the session does
+// not forward, never reading, and reads the kubelet's goroutines and RSS
+// before, right after, and 10 s after the session.
+func modesFlood(t *testing.T, cp *controlPlane, n kindNode, ws *websocket.Conn) (string, bool) {
+	metrics := func() (float64, float64) {
+		return nodeMetric(t, cp, n, "/metrics", "go_goroutines"), nodeMetric(t, cp, n, "/metrics", "process_resident_memory_bytes")
+	}
+	g0, rss0 := metrics()
+	sent := 0
+	done := make(chan struct{})
+	go func() { // ends with the session or the last frame
+		defer close(done)
+		for id := uint32(1); id <= 300_000; id++ {
+			_ = ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if ws.WriteMessage(websocket.BinaryMessage, portmux.Frame{Type: portmux.TypeAssocOpen, ID: id, Port: 7}.Append(nil)) != nil {
+				return
+			}
+			sent++
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+	}
+	g1, rss1 := metrics()
+	ws.Close()
+	<-done
+	time.Sleep(10 * time.Second)
+	g2, rss2 := metrics()
+	const mib = 1 << 20
+	out := fmt.Sprintf("%d sent before the node ended it; goroutines %.0f → %.0f → %.0f, RSS %.0f → %.0f → %.0f MiB",
+		sent, g0, g1, g2, rss0/mib, rss1/mib, rss2/mib)
+	return out, sent < 300_000 && g1-g0 < 200 && g2-g0 < 50 && rss1-rss0 < 64*mib
+}
+
+// kindHostNetworkPod runs a host-network pod on the flavour's worker.
+func kindHostNetworkPod(t *testing.T, cp *controlPlane, flavour string) string {
+	name := fmt.Sprintf("hostnet-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
+	cp.apply(map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"spec": map[string]any{
+			"nodeSelector": map[string]string{"kubestream.io/flavour": flavour}, "hostNetwork": true,
+			"terminationGracePeriodSeconds": 1,
+			"containers": []any{map[string]any{"name": "app", "image": "docker.io/kubestream/busybox:e2e",
+				"imagePullPolicy": "Never", "command": []string{"sleep", "3600"}}},
+		},
+	})
+	t.Cleanup(func() { cp.kubectl(nil, "delete", "pod", name, "--grace-period=1", "--wait=false") })
+	cp.must(nil, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=3m")
+	return name
+}
+
+// quoteShort quotes the start of an error for a table cell.
+func quoteShort(err error) string {
+	s := err.Error()
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
