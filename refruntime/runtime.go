@@ -186,7 +186,7 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	}
 	var handler http.Handler
 	if opts.WebSockets {
-		kcfg := ksstreaming.DefaultConfig
+		kcfg := ksstreaming.DefaultConfig()
 		kcfg.Addr, kcfg.BaseURL = cfg.Addr, cfg.BaseURL
 		kcfg.StreamIdleTimeout, kcfg.StreamCreationTimeout = cfg.StreamIdleTimeout, cfg.StreamCreationTimeout
 		if opts.Metrics != nil {

@@ -207,7 +207,7 @@ func (t *pfTunnel) data(id uint32, n int, fin bool) error {
 }
 
 func (t *pfTunnel) stallLimit() time.Duration {
-	return (t.s.config.Limits.PingPeriod + t.s.config.Limits.PongTimeout) / 2
+	return (t.s.limits.PingPeriod + t.s.limits.PongTimeout) / 2
 }
 
 func (t *pfTunnel) reply(id uint32) error {
