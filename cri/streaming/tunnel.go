@@ -87,8 +87,8 @@ func (t *pfTunnel) read() error {
 			}
 			continue
 		}
-		if h[0] != spdy.ControlBit || h[1] != spdy.Version {
-			return tunnelErrf("SPDY version %d", binary.BigEndian.Uint16(h[:])&0x7fff)
+		if v := h.Version(); v != spdy.Version {
+			return tunnelErrf("SPDY version %d", v)
 		}
 		typ := h.Type()
 		switch typ {
