@@ -4,6 +4,10 @@
 // Package cri talks to a container runtime over the CRI RuntimeService:
 // finding a pod's sandbox and containers by the kubelet's labels, and asking
 // for streaming URLs. It knows nothing of WebSocket or SPDY framing.
+//
+// Who imports it: server and the kubelet adapter; cri/streaming is the
+// one package meant for code outside the module (a runtime's streaming
+// server).
 package cri
 
 import (

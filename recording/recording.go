@@ -11,6 +11,9 @@
 // (O_DIRECT: a recording is written once and rarely read) and through it
 // elsewhere; when the blocks are full, or the disk refuses a write, the
 // recording stops (and says why in Close's error), the session goes on.
+//
+// Who imports it: server, which records, and cmd/kubestream, which lists
+// and replays recordings.
 package recording
 
 import (

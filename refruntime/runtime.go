@@ -6,6 +6,9 @@
 // server is k8s.io/cri-streaming and whose containers are host processes.
 // It lets the whole kubelet→runtime path run with nothing installed; it is
 // not an isolation boundary.
+//
+// Who imports it: kubestream serve (its embedded runtime), e2e and bench;
+// it is a test double with real processes, not a runtime to deploy.
 package refruntime
 
 import (

@@ -45,4 +45,7 @@
 // idle, see wire.GetBuf), a client message is at most Config.MaxMessageSize
 // (larger ends the session with close 1009), a resize object waiting for
 // its end at most 4 KiB, the runtime's status 64 KiB, and nothing queues.
+//
+// Who imports it: server, and bench for its measurements; it is
+// kubestream's own, not an API for code outside the module.
 package translator
