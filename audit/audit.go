@@ -18,6 +18,10 @@
 //
 // Who imports it: server, which writes the records, and the kubelet
 // adapter and kubestream serve, which open the file.
+//
+// Reading order, each file before the files it uses: writer.go (Writer:
+// the bounded queue and the one goroutine that writes it) and audit.go
+// (Event, the record, and Sink). Nothing runs back up the order.
 package audit
 
 import (
