@@ -12,6 +12,19 @@
 // elsewhere; when the blocks are full, or the disk refuses a write, the
 // recording stops (and says why in Close's error), the session goes on.
 //
+// Reading order, each file before the files it uses: recording.go
+// (Recorder: Start, the events, Close), writer.go (the writer goroutine
+// and what hands it blocks), blocks.go (the blocks events are encoded
+// into, and their spares), encode.go (an event's JSON), file.go (the file,
+// written at explicit offsets) with file_linux.go and file_other.go (its
+// writes: O_DIRECT on Linux, the page cache elsewhere).
+//
+// What runs back up the order: writer.go and blocks.go hang methods on
+// recording.go's Recorder and share its state (one type's methods spread
+// over files by job, so each file stays small); file_linux.go and
+// file_other.go hang write and setDirect on file.go's file (one file per
+// platform).
+//
 // Who imports it: server, which records, and cmd/kubestream, which lists
 // and replays recordings.
 package recording
