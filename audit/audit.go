@@ -15,6 +15,13 @@
 // Writing never blocks a session: records go through a bounded queue to one
 // writer goroutine, in order, so a session's first record is written before
 // its last; when the queue is full a record is dropped and counted.
+//
+// Who imports it: server, which writes the records, and the kubelet
+// adapter and kubestream serve, which open the file.
+//
+// Reading order, each file before the files it uses: writer.go (Writer:
+// the bounded queue and the one goroutine that writes it) and audit.go
+// (Event, the record, and Sink). Nothing runs back up the order.
 package audit
 
 import (

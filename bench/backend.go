@@ -152,7 +152,7 @@ func startBackend(dir string, pfSize int64, impl string) (*backend, error) {
 	base := &url.URL{Scheme: "http", Host: l.Addr().String()}
 	var srv streaming.Server
 	if impl == "kubestream" {
-		cfg := ksstreaming.DefaultConfig
+		cfg := ksstreaming.DefaultConfig()
 		cfg.Addr, cfg.BaseURL = base.Host, base
 		srv, err = ksstreaming.NewServer(cfg, benchRuntime{pfSize: pfSize})
 	} else {

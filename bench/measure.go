@@ -10,20 +10,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubestream/kubestream/cri"
@@ -242,78 +236,6 @@ func (p *path) echo(ctx context.Context, n int) ([]time.Duration, error) {
 	return lat, <-done
 }
 
-// pfDialer returns client-go's port-forward dialer for the path.
-func (p *path) pfDialer(ctx context.Context) (httpstream.Dialer, error) {
-	if p.base == "" {
-		u, err := p.cri.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: benchSandbox})
-		if err != nil {
-			return nil, err
-		}
-		u = p.viaRelay(u)
-		if p.v5 { // a runtime that serves the tunnel itself
-			return portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{Host: u.Scheme + "://" + u.Host})
-		}
-		tr, up, err := spdy.RoundTripperFor(&rest.Config{Host: u.Scheme + "://" + u.Host})
-		if err != nil {
-			return nil, err
-		}
-		return spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u), nil
-	}
-	u, _ := url.Parse(p.base + "/portForward/default/bench")
-	return portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{Host: p.base})
-}
-
-// portForward moves size bytes down (port 1 emits) or up (port 2 sinks)
-// over one forwarded connection, with the streams client-go's forwarder
-// creates.
-func (p *path) portForward(ctx context.Context, size int64, down bool) (time.Duration, error) {
-	start := time.Now()
-	d, err := p.pfDialer(ctx)
-	if err != nil {
-		return 0, err
-	}
-	conn, _, err := d.Dial(portforward.PortForwardProtocolV1Name)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	port := "2"
-	if down {
-		port = "1"
-	}
-	h := http.Header{}
-	h.Set(corev1.StreamType, corev1.StreamTypeError)
-	h.Set(corev1.PortHeader, port)
-	h.Set(corev1.PortForwardRequestIDHeader, "0")
-	errStream, err := conn.CreateStream(h)
-	if err != nil {
-		return 0, err
-	}
-	errStream.Close()
-	h.Set(corev1.StreamType, corev1.StreamTypeData)
-	data, err := conn.CreateStream(h)
-	if err != nil {
-		return 0, err
-	}
-	buf := make([]byte, 32*1024)
-	if down {
-		n, err := io.CopyBuffer(io.Discard, data, buf)
-		if err != nil || n != size {
-			return 0, fmt.Errorf("port-forward down: %d of %d bytes: %v", n, size, err)
-		}
-	} else {
-		if _, err := io.CopyBuffer(data, io.LimitReader(zeros{}, size), buf); err != nil {
-			return 0, err
-		}
-		data.Close()
-		// The backend closes its side once it has read everything.
-		if _, err := io.Copy(io.Discard, data); err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start), nil
-}
-
 // idleSession opens a raw v5 session running echo and waits until the
 // translator said it is ready; it stays open until closed.
 func (p *path) idleSession() (*websocket.Conn, error) {
@@ -331,39 +253,4 @@ func (p *path) idleSession() (*websocket.Conn, error) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	return c, nil
-}
-
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(q*float64(len(s)-1) + 0.5)
-	return s[i]
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func mbps(size int64, d time.Duration) float64 {
-	return float64(size) / 1e6 / d.Seconds()
-}
-
-func parseKB(s string) int64 {
-	f := strings.Fields(s)
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[1], 10, 64)
-	return n
 }

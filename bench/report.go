@@ -104,19 +104,40 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
+// write writes the results to o.out (and stdout) in Markdown, and their
+// chart to o.svg.
 func (r *results) write(o options) error {
 	var s strings.Builder
+	r.writeFigures(&s)
+	if len(r.stdoutMBps["kubestream-audit"])+len(r.ttyMBps["kubestream-audit"]) > 0 {
+		r.writeAudit(&s)
+	}
+	r.writeConcurrency(&s)
+	if len(r.idle) > 0 {
+		r.writeIdle(&s)
+	}
+	fmt.Fprintf(&s, "\n![ratios](%s)\n", strings.TrimPrefix(o.svg, "bench/"))
+	if err := os.WriteFile(o.out, []byte(s.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(s.String())
+	return os.WriteFile(o.svg, []byte(r.svg()), 0o644)
+}
+
+// writeFigures writes the run's heading and the table of every path's
+// figures.
+func (r *results) writeFigures(s *strings.Builder) {
 	mode := "three processes (client, translator, backend apart)"
 	if r.inproc {
 		mode = "one process"
 	}
-	fmt.Fprintf(&s, "# kubestream benchmark results\n\n")
-	fmt.Fprintf(&s, "Run %s on %d CPUs (%s/%s, %s), %s; medians of %d alternated repetitions; transfers of %d MiB (port-forward %d MiB); echo over %d round trips; setup over %d sessions. Written by `make bench` (`go run ./bench`).\n\n",
+	fmt.Fprintf(s, "# kubestream benchmark results\n\n")
+	fmt.Fprintf(s, "Run %s on %d CPUs (%s/%s, %s), %s; medians of %d alternated repetitions; transfers of %d MiB (port-forward %d MiB); echo over %d round trips; setup over %d sessions. Written by `make bench` (`go run ./bench`).\n\n",
 		r.started.UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), mode,
 		r.reps, r.size>>20, r.pfSize>>20, r.echoN, r.setupN)
-	fmt.Fprintf(&s, "Raw loopback TCP, one connection between two goroutines: %.0f MB/s, the physical ceiling here.\n\n", median(r.loopback))
-	fmt.Fprintf(&s, "The relay column is direct SPDY through a process that copies bytes and does nothing else (bench/relay.go): what any translator in its own process pays at least, so relay ÷ direct is the ceiling for a translator here.\n\n")
-	fmt.Fprintf(&s, "| figure | direct SPDY | TCP relay | upstream translator | kubestream | relay ÷ direct | kubestream ÷ direct | kubestream ÷ upstream | target | met |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(s, "Raw loopback TCP, one connection between two goroutines: %.0f MB/s, the physical ceiling here.\n\n", median(r.loopback))
+	fmt.Fprintf(s, "The relay column is direct SPDY through a process that copies bytes and does nothing else (bench/relay.go): what any translator in its own process pays at least, so relay ÷ direct is the ceiling for a translator here.\n\n")
+	fmt.Fprintf(s, "| figure | direct SPDY | TCP relay | upstream translator | kubestream | relay ÷ direct | kubestream ÷ direct | kubestream ÷ upstream | target | met |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rw := range r.rows() {
 		d, rl, rd, kd := "—", "—", "—", "—"
 		if rw.hasDirect {
@@ -130,100 +151,32 @@ func (r *results) write(o options) error {
 		if rw.met != nil {
 			met = yesNo(*rw.met)
 		}
-		fmt.Fprintf(&s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
+		fmt.Fprintf(s, "| %s | %s | %s | %.*f %s | %.*f %s | %s | %s | %s | %s | %s |\n", rw.name, d, rl, prec(rw.unit), rw.up, rw.unit, prec(rw.unit), rw.ks, rw.unit, rd, kd, ratio(rw.ks, rw.up), rw.target, met)
 	}
-	if len(r.stdoutMBps["kubestream-audit"])+len(r.ttyMBps["kubestream-audit"]) > 0 {
-		fmt.Fprintf(&s, "\n## The audit log's and a recording's cost (kubestream with an audit log and terminal recordings against without, same run)\n\n| figure | kubestream | kubestream with audit (and recording) | with ÷ without | target | met |\n|---|---|---|---|---|---|\n")
-		for _, f := range []struct {
-			name, unit string
-			m          map[string][]float64
-			min        float64 // with ÷ without at least (0: no target)
-		}{
-			{"stdout throughput", "MB/s", r.stdoutMBps, 0},
-			{fmt.Sprintf("tty stdout throughput, %d MiB (recorded with)", ttySize(r.size)>>20), "MB/s", r.ttyMBps, 0},
-			{"stdin throughput", "MB/s", r.stdinMBps, 0.97},
-			{"port-forward down", "MB/s", r.pfDownMBps, 0},
-			{"setup to first byte p50", "ms", r.setupP50, 0},
-			{"translator CPU per GiB stdout", "s", r.cpuStdout, 0},
-			{"translator CPU per GiB stdin", "s", r.cpuStdin, 0},
-			{"translator CPU per GiB tty stdout", "s", r.cpuTTY, 0},
-			{"client, translator and backend CPU per GiB tty stdout", "s", r.sessionTTY, 0},
-		} {
-			without, with := median(f.m["kubestream"]), median(f.m["kubestream-audit"])
-			target, met := "", ""
-			if f.min > 0 {
-				target = fmt.Sprintf("≥ %.2f", f.min)
-				met = yesNo(with/without >= f.min)
-			}
-			fmt.Fprintf(&s, "| %s | %.*f %s | %.*f %s | %s | %s | %s |\n", f.name, prec(f.unit), without, f.unit, prec(f.unit), with, f.unit, ratio(with, without), target, met)
-		}
-		for _, pr := range []struct {
-			name   string
-			ratios []float64
-			min    float64
-		}{
-			{"stdout throughput", r.auditPairs, 0.97},
-			{fmt.Sprintf("tty stdout throughput, %d MiB (recorded with)", ttySize(r.size)>>20), r.ttyPairs, 0},
-			{"… the disk's share alone (a recording's writes beside, no recorder)", r.diskPairs, 0},
-			{"… the recorder's own: recorded ÷ the disk's writes alone (the recorder held to the disk)", r.recorderPairs, 0.90},
-		} {
-			if len(pr.ratios) == 0 {
-				continue
-			}
-			summary, met := pairedVerdict(pr.ratios, pr.min)
-			target := ""
-			if pr.min > 0 {
-				target = fmt.Sprintf("≥ %.2f", pr.min)
-			} else {
-				met = ""
-			}
-			fmt.Fprintf(&s, "| %s, %d back-to-back pairs: median ratio | | | %s | %s | %s |\n",
-				pr.name, len(pr.ratios), summary, target, met)
-		}
-		if len(r.ttyMBps["kubestream-audit"]) > 0 {
-			if r.recordingCut != "" {
-				fmt.Fprintf(&s, "\nA recording stopped before its session ended (%s): the tty figure is not a recording's cost.\n", r.recordingCut)
-			} else {
-				fmt.Fprintf(&s, "\nEvery recording held all of its session's output.\n")
-			}
-			if fw, whole := median(r.fileWrite), median(r.sessionTTY["kubestream"]); fw > 0 && whole > 0 {
-				added := median(r.cpuTTY["kubestream-audit"]) - median(r.cpuTTY["kubestream"])
-				fmt.Fprintf(&s, "\nThe floor under any recording, same run: copying each frame out of the session's buffer and writing it to a file "+
-					"1 MiB at a time, as the recorder does, with no encoding (bench/run.go fileWriteCPU), costs %.2f CPU-s/GiB; the recording added %.2f CPU-s/GiB "+
-					"to the translator. The unrecorded tty session costs its three processes %.2f CPU-s/GiB, so where the session already fills the cores, "+
-					"even the floor would leave about %.2f of the throughput.\n", fw, added, whole, whole/(whole+fw))
-			}
-			if len(r.diskPairs) > 0 && len(r.ttyPairs) > 0 {
-				fmt.Fprintf(&s, "\nThe disk's share alone, same run: with only a recording's writes beside it (the same bytes, 1 MiB at a time as they "+
-					"arrive, direct I/O as the recorder's, no recorder: bench/measure.go diskBeside), the unrecorded tty session kept %.2f of its "+
-					"throughput (paired median): what writing the bytes to this disk costs any recorder here. The recorder's own share is what lies "+
-					"between that and the recorded session's %.2f.\n", median(r.diskPairs), median(r.ttyPairs))
-			}
-		}
-	}
-	fmt.Fprintf(&s, "\n## Aggregate stdout throughput with concurrent transfers (MB/s, %d MiB in all)\n\n| transfers | direct SPDY | TCP relay | upstream | kubestream | kubestream ÷ direct |\n|---|---|---|---|---|---|\n", r.size>>20)
+}
+
+// writeConcurrency writes the table of aggregate stdout throughput by
+// number of concurrent transfers.
+func (r *results) writeConcurrency(s *strings.Builder) {
+	fmt.Fprintf(s, "\n## Aggregate stdout throughput with concurrent transfers (MB/s, %d MiB in all)\n\n| transfers | direct SPDY | TCP relay | upstream | kubestream | kubestream ÷ direct |\n|---|---|---|---|---|---|\n", r.size>>20)
 	for _, k := range r.concurrencyLevels {
-		fmt.Fprintf(&s, "| %d | %.0f | %.0f | %.0f | %.0f | %s |\n", k, r.concurrency["direct"][k], r.concurrency["relay"][k], r.concurrency["upstream"][k], r.concurrency["kubestream"][k],
+		fmt.Fprintf(s, "| %d | %.0f | %.0f | %.0f | %.0f | %s |\n", k, r.concurrency["direct"][k], r.concurrency["relay"][k], r.concurrency["upstream"][k], r.concurrency["kubestream"][k],
 			ratio(r.concurrency["kubestream"][k], r.concurrency["direct"][k]))
 	}
-	if len(r.idle) > 0 {
-		fmt.Fprintf(&s, "\n## Idle sessions held by the translator process (per session, above its empty baseline)\n\n| sessions | upstream goroutines | upstream RSS KiB | upstream heap KiB | kubestream goroutines | kubestream RSS KiB | kubestream heap KiB |\n|---|---|---|---|---|---|---|\n")
-		for i, up := range r.idle["upstream"] {
-			if i >= len(r.idle["kubestream"]) {
-				break
-			}
-			ks := r.idle["kubestream"][i]
-			fmt.Fprintf(&s, "| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", up.sessions, up.perGoroutines, up.perRSSKB, up.perHeapKB, ks.perGoroutines, ks.perRSSKB, ks.perHeapKB)
+}
+
+// writeIdle writes the table of what idle sessions cost the translators.
+func (r *results) writeIdle(s *strings.Builder) {
+	fmt.Fprintf(s, "\n## Idle sessions held by the translator process (per session, above its empty baseline)\n\n| sessions | upstream goroutines | upstream RSS KiB | upstream heap KiB | kubestream goroutines | kubestream RSS KiB | kubestream heap KiB |\n|---|---|---|---|---|---|---|\n")
+	for i, up := range r.idle["upstream"] {
+		if i >= len(r.idle["kubestream"]) {
+			break
 		}
-		fmt.Fprintf(&s, "\nSetup p99 unloaded vs with all sessions held: upstream %.2f → %.2f ms, kubestream %.2f → %.2f ms.\n",
-			r.idleSetupP99["upstream"], r.loadedSetupP99["upstream"], r.idleSetupP99["kubestream"], r.loadedSetupP99["kubestream"])
+		ks := r.idle["kubestream"][i]
+		fmt.Fprintf(s, "| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", up.sessions, up.perGoroutines, up.perRSSKB, up.perHeapKB, ks.perGoroutines, ks.perRSSKB, ks.perHeapKB)
 	}
-	fmt.Fprintf(&s, "\n![ratios](%s)\n", strings.TrimPrefix(o.svg, "bench/"))
-	if err := os.WriteFile(o.out, []byte(s.String()), 0o644); err != nil {
-		return err
-	}
-	fmt.Print(s.String())
-	return os.WriteFile(o.svg, []byte(r.svg()), 0o644)
+	fmt.Fprintf(s, "\nSetup p99 unloaded vs with all sessions held: upstream %.2f → %.2f ms, kubestream %.2f → %.2f ms.\n",
+		r.idleSetupP99["upstream"], r.loadedSetupP99["upstream"], r.idleSetupP99["kubestream"], r.loadedSetupP99["kubestream"])
 }
 
 // svg draws each figure's ratio to direct SPDY for both translators: bars

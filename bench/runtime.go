@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/remotecommand"
@@ -48,205 +47,135 @@ func orchestrateRuntime(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var children []*child
-	defer func() {
-		for i := len(children) - 1; i >= 0; i-- {
-			children[i].stop()
-		}
-	}()
-	start := func(args ...string) (*child, error) {
-		c, err := startChild(args...)
-		if err == nil {
-			children = append(children, c)
-		}
-		return c, err
+	var st started
+	defer st.stop()
+	backends, clients, err := startRuntimeBackends(ctx, o, dir, &st)
+	if err != nil {
+		return err
 	}
-	backends := map[string]*child{}
-	clients := map[string]*cri.Client{}
-	for _, impl := range []string{"cri-streaming", "kubestream"} {
-		d := filepath.Join(dir, impl)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-		b, err := start("-role", "backend", "-impl", impl, "-dir", d, "-pf-size", itoa(o.pfSize))
-		if err != nil {
-			return err
-		}
-		c, err := cri.Dial(ctx, b.value, time.Minute)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		backends[impl], clients[impl] = b, c
-	}
-	type rpath struct {
-		*path
-		procs []*child // the node's processes on this path
-	}
-	rt := []rpath{
+	rt := []runtimePath{
 		{&path{name: "cri-streaming, SPDY", cri: clients["cri-streaming"]}, []*child{backends["cri-streaming"]}},
 		{&path{name: "kubestream runtime, v5", cri: clients["kubestream"], v5: true}, []*child{backends["kubestream"]}},
 	}
-	var chain []rpath
-	for _, c := range []struct{ name, impl, backend string }{
-		{"upstream translator + cri-streaming", "upstream", "cri-streaming"},
-		{"kubestream translating + cri-streaming", "kubestream", "cri-streaming"},
-		{"kubestream direct + kubestream runtime", "kubestream-direct", "kubestream"},
-	} {
-		tr, err := start("-role", "translator", "-impl", c.impl, "-cri", backends[c.backend].value, "-dir", dir)
-		if err != nil {
-			return err
-		}
-		chain = append(chain, rpath{&path{name: c.name, base: tr.value, cri: clients[c.backend], proc: tr}, []*child{tr, backends[c.backend]}})
-	}
-	// The floor: raw bytes from the kubestream backend's process; and the
-	// same through a byte-copying relay, the cost of a hop that only copies.
-	rawAddr, err := os.ReadFile(filepath.Join(dir, "kubestream", "http.addr"))
+	chain, err := startChain(dir, backends, clients, &st)
 	if err != nil {
 		return err
 	}
-	rl, err := start("-role", "relay", "-target", string(rawAddr))
+	floors, err := startFloors(dir, backends, &st)
 	if err != nil {
 		return err
 	}
-	floors := []struct {
-		name, addr string
-		procs      []*child
-	}{
-		{rawRuntimeFloor, string(rawAddr), []*child{backends["kubestream"]}},
-		{rawChainFloor, rl.value, []*child{rl, backends["kubestream"]}},
-	}
-	cpu := func(ps []*child) time.Duration {
-		var t time.Duration
-		for _, p := range ps {
-			t += p.cpu()
-		}
-		return t
-	}
-	type fig struct{ out, in, outCPU, inCPU, pfDown, pfUp, pfDownCPU, pfUpCPU []float64 }
-	figs := map[string]*fig{}
-	gib := float64(o.size) / (1 << 30)
+	figs := runtimeFigs{}
 	for rep := 0; rep < o.reps; rep++ {
-		for _, p := range append(append([]rpath{}, rt...), chain...) {
-			f := figs[p.name]
-			if f == nil {
-				f = &fig{}
-				figs[p.name] = f
+		for _, p := range append(append([]runtimePath{}, rt...), chain...) {
+			if err := figs.measure(ctx, p, o, rep); err != nil {
+				return err
 			}
-			c0 := cpu(p.procs)
-			d, err := p.stdout(ctx, o.size)
-			if err != nil {
-				return fmt.Errorf("%s stdout: %w", p.name, err)
-			}
-			c1 := cpu(p.procs)
-			f.out = append(f.out, mbps(o.size, d))
-			f.outCPU = append(f.outCPU, (c1-c0).Seconds()/gib)
-			d, err = p.stdin(ctx, o.size)
-			if err != nil {
-				return fmt.Errorf("%s stdin: %w", p.name, err)
-			}
-			f.in = append(f.in, mbps(o.size, d))
-			f.inCPU = append(f.inCPU, (cpu(p.procs)-c1).Seconds()/gib)
-			if p.cri != nil && p.base == "" { // the runtime alone: port-forward too
-				for _, down := range []bool{true, false} {
-					c0 := cpu(p.procs)
-					d, err := p.portForward(ctx, o.pfSize, down)
-					if err != nil {
-						return fmt.Errorf("%s port-forward: %w", p.name, err)
-					}
-					c := (cpu(p.procs) - c0).Seconds() / (float64(o.pfSize) / (1 << 30))
-					if down {
-						f.pfDown, f.pfDownCPU = append(f.pfDown, mbps(o.pfSize, d)), append(f.pfDownCPU, c)
-					} else {
-						f.pfUp, f.pfUpCPU = append(f.pfUp, mbps(o.pfSize, d)), append(f.pfUpCPU, c)
-					}
-				}
-			}
-			fmt.Fprintf(os.Stderr, "rep %d %-42s stdout %7.0f MB/s %5.2f CPU-s/GiB  stdin %7.0f MB/s %5.2f CPU-s/GiB\n",
-				rep+1, p.name, last(f.out), last(f.outCPU), last(f.in), last(f.inCPU))
 		}
 	}
 	for rep := 0; rep < o.reps; rep++ {
 		for _, fl := range floors {
-			f := figs[fl.name]
-			if f == nil {
-				f = &fig{}
-				figs[fl.name] = f
+			if err := figs.measureFloor(fl, o, rep); err != nil {
+				return err
 			}
-			c0 := cpu(fl.procs)
-			d, err := rawClient(fl.addr, "stdout", o.size)
-			if err != nil {
-				return fmt.Errorf("%s: %w", fl.name, err)
-			}
-			c1 := cpu(fl.procs)
-			f.out, f.outCPU = append(f.out, mbps(o.size, d)), append(f.outCPU, (c1-c0).Seconds()/gib)
-			if d, err = rawClient(fl.addr, "stdin", o.size); err != nil {
-				return fmt.Errorf("%s: %w", fl.name, err)
-			}
-			f.in, f.inCPU = append(f.in, mbps(o.size, d)), append(f.inCPU, (cpu(fl.procs)-c1).Seconds()/gib)
-			fmt.Fprintf(os.Stderr, "rep %d %-42s stdout %7.0f MB/s %5.2f CPU-s/GiB  stdin %7.0f MB/s %5.2f CPU-s/GiB\n",
-				rep+1, fl.name, last(f.out), last(f.outCPU), last(f.in), last(f.inCPU))
 		}
 	}
-	type idle struct {
-		goroutines, kib float64
-	}
-	idles := map[string]idle{}
+	idles := map[string]idleCost{}
 	n := min(o.idleMax, 200)
 	for i, p := range rt {
 		g, k, err := idleRuntimeSessions(ctx, p.path, backends[[]string{"cri-streaming", "kubestream"}[i]], n)
 		if err != nil {
 			return fmt.Errorf("%s idle: %w", p.name, err)
 		}
-		idles[p.name] = idle{g, k}
+		idles[p.name] = idleCost{g, k}
 	}
-
-	var b strings.Builder
-	fmt.Fprintf(&b, "# The runtime side (`make bench BENCHFLAGS=\"-only runtime\"`)\n\n%s, %d repetitions of %d MiB each way, medians; each process its own.\n\n",
-		time.Now().UTC().Format(time.RFC3339), o.reps, o.size>>20)
-	b.WriteString("## The runtime's streaming server, client-go straight at its URL\n\n")
-	b.WriteString("| path | stdout MB/s | stdin MB/s | runtime CPU-s/GiB stdout | stdin | goroutines per idle session | KiB per idle session |\n|---|---|---|---|---|---|---|\n")
-	for _, p := range rt {
-		f, id := figs[p.name], idles[p.name]
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f | %.1f | %.1f |\n", p.name, median(f.out), median(f.in), median(f.outCPU), median(f.inCPU), id.goroutines, id.kib)
-	}
-	fl := figs[rawRuntimeFloor]
-	fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f | — | — |\n", rawRuntimeFloor, median(fl.out), median(fl.in), median(fl.outCPU), median(fl.inCPU))
-	s, k := figs[rt[0].name], figs[rt[1].name]
-	fmt.Fprintf(&b, "\nkubestream ÷ cri-streaming: stdout %s, stdin %s (target ≥ 1.2); CPU per GiB stdout %s, stdin %s (target ≤ 0.5); per idle session %.1f goroutines, %.1f KiB (targets ≤ 2, ≤ 64).\n\n",
-		ratio(median(k.out), median(s.out)), ratio(median(k.in), median(s.in)), ratio(median(k.outCPU), median(s.outCPU)), ratio(median(k.inCPU), median(s.inCPU)),
-		idles[rt[1].name].goroutines, idles[rt[1].name].kib)
-	fmt.Fprintf(&b, "The floor ÷ cri-streaming, CPU per GiB: stdout %s, stdin %s: no server's process can cost less than the floor here, so a CPU ratio below that cannot be reached; kubestream's runtime above the floor: stdout %s, stdin %s CPU-s/GiB.\n\n",
-		ratio(median(fl.outCPU), median(s.outCPU)), ratio(median(fl.inCPU), median(s.inCPU)),
-		fmt.Sprintf("%.2f", median(k.outCPU)-median(fl.outCPU)), fmt.Sprintf("%.2f", median(k.inCPU)-median(fl.inCPU)))
-	b.WriteString("Port-forward through the runtime's server, one connection (client-go's SPDY dialer at cri-streaming, its tunneling dialer at kubestream's):\n\n")
-	b.WriteString("| path | down MB/s | up MB/s | runtime CPU-s/GiB down | up |\n|---|---|---|---|---|\n")
-	for _, p := range rt {
-		f := figs[p.name]
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f |\n", p.name, median(f.pfDown), median(f.pfUp), median(f.pfDownCPU), median(f.pfUpCPU))
-	}
-	b.WriteString("\n")
-	b.WriteString("## The node as a whole: client-go's v5 executor through the node to the runtime\n\n")
-	b.WriteString("| path | stdout MB/s | stdin MB/s | node CPU-s/GiB stdout (translator + runtime) | stdin |\n|---|---|---|---|---|\n")
-	for _, p := range chain {
-		f := figs[p.name]
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f |\n", p.name, median(f.out), median(f.in), median(f.outCPU), median(f.inCPU))
-	}
-	cf := figs[rawChainFloor]
-	fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f |\n", rawChainFloor, median(cf.out), median(cf.in), median(cf.outCPU), median(cf.inCPU))
-	up, tr, di := figs[chain[0].name], figs[chain[1].name], figs[chain[2].name]
-	fmt.Fprintf(&b, "\nDirect chain ÷ kubestream translating, node CPU per GiB: stdout %s, stdin %s (target ≤ 0.5); ÷ upstream's path: stdout %s, stdin %s (target ≤ 0.25). Throughput ÷ translating: stdout %s, stdin %s.\n",
-		ratio(median(di.outCPU), median(tr.outCPU)), ratio(median(di.inCPU), median(tr.inCPU)),
-		ratio(median(di.outCPU), median(up.outCPU)), ratio(median(di.inCPU), median(up.inCPU)),
-		ratio(median(di.out), median(tr.out)), ratio(median(di.in), median(tr.in)))
-	fmt.Fprintf(&b, "\nThe direct chain ÷ raw bytes through a byte-copying relay (the runtime's floor plus a hop that only copies, 32 KiB at a time), node CPU per GiB: stdout %s, stdin %s.\n",
-		ratio(median(di.outCPU), median(cf.outCPU)), ratio(median(di.inCPU), median(cf.inCPU)))
-	fmt.Print(b.String())
+	report := runtimeReport(o, rt, chain, figs, idles)
+	fmt.Print(report)
 	out := o.out
 	if out == "bench/results.md" {
 		out = "bench/results-runtime.md"
 	}
-	return os.WriteFile(out, []byte(b.String()), 0o644)
+	return os.WriteFile(out, []byte(report), 0o644)
+}
+
+// runtimePath is a path measured by orchestrateRuntime, with the node's
+// processes on it, whose CPU is the path's.
+type runtimePath struct {
+	*path
+	procs []*child // the node's processes on this path
+}
+
+// runtimeFloor is a floor measured by orchestrateRuntime: raw bytes from
+// addr, with the processes that move them.
+type runtimeFloor struct {
+	name, addr string
+	procs      []*child
+}
+
+// idleCost is what one idle session costs the runtime's process.
+type idleCost struct {
+	goroutines, kib float64
+}
+
+// startRuntimeBackends starts a bench runtime behind cri-streaming's
+// server and one behind kubestream's, each in its own directory under dir,
+// and dials their CRI sockets; both by implementation.
+func startRuntimeBackends(ctx context.Context, o options, dir string, st *started) (map[string]*child, map[string]*cri.Client, error) {
+	backends := map[string]*child{}
+	clients := map[string]*cri.Client{}
+	for _, impl := range []string{"cri-streaming", "kubestream"} {
+		d := filepath.Join(dir, impl)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, err
+		}
+		b, err := st.child("-role", "backend", "-impl", impl, "-dir", d, "-pf-size", itoa(o.pfSize))
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := cri.Dial(ctx, b.value, time.Minute)
+		if err != nil {
+			return nil, nil, err
+		}
+		st.onStop(func() { c.Close() })
+		backends[impl], clients[impl] = b, c
+	}
+	return backends, clients, nil
+}
+
+// startChain starts the node's translators in front of the runtimes: the
+// chain's paths.
+func startChain(dir string, backends map[string]*child, clients map[string]*cri.Client, st *started) ([]runtimePath, error) {
+	var chain []runtimePath
+	for _, c := range []struct{ name, impl, backend string }{
+		{"upstream translator + cri-streaming", "upstream", "cri-streaming"},
+		{"kubestream translating + cri-streaming", "kubestream", "cri-streaming"},
+		{"kubestream direct + kubestream runtime", "kubestream-direct", "kubestream"},
+	} {
+		tr, err := st.child("-role", "translator", "-impl", c.impl, "-cri", backends[c.backend].value, "-dir", dir)
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, runtimePath{&path{name: c.name, base: tr.value, cri: clients[c.backend], proc: tr}, []*child{tr, backends[c.backend]}})
+	}
+	return chain, nil
+}
+
+// startFloors starts the relay of the floors and returns them.
+func startFloors(dir string, backends map[string]*child, st *started) ([]runtimeFloor, error) {
+	// The floor: raw bytes from the kubestream backend's process; and the
+	// same through a byte-copying relay, the cost of a hop that only copies.
+	rawAddr, err := os.ReadFile(filepath.Join(dir, "kubestream", "http.addr"))
+	if err != nil {
+		return nil, err
+	}
+	rl, err := st.child("-role", "relay", "-target", string(rawAddr))
+	if err != nil {
+		return nil, err
+	}
+	return []runtimeFloor{
+		{rawRuntimeFloor, string(rawAddr), []*child{backends["kubestream"]}},
+		{rawChainFloor, rl.value, []*child{rl, backends["kubestream"]}},
+	}, nil
 }
 
 // idleRuntimeSessions opens n sessions straight at the runtime, each an

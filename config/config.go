@@ -13,6 +13,9 @@
 //	kind: StreamingConfiguration
 //	runtimeWebSocketStreaming: never
 //	maxStreamingSessionsPerPod: 20
+//
+// Who imports it: the patched kubelet (hack/kube/kubelet) and its
+// adapter's tests; kubestream serve takes flags instead.
 package config
 
 import (

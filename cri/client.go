@@ -4,6 +4,24 @@
 // Package cri talks to a container runtime over the CRI RuntimeService:
 // finding a pod's sandbox and containers by the kubelet's labels, and asking
 // for streaming URLs. It knows nothing of WebSocket or SPDY framing.
+//
+// Reading order, each file before the files it uses: urls.go (URLSource,
+// what server asks a session's URL of, and ByLookup, the standalone one),
+// lookup.go (PodRef, PodLookup, and RuntimeLookup, which finds a pod by the
+// kubelet's labels), netns.go (a sandbox's network namespace and
+// readiness, for the port-forward modes the node serves itself), client.go
+// (Client: the CRI connection and its calls) and errors.go (Error, and the
+// HTTP status each Kind is answered with).
+//
+// What runs back up the order: client.go makes the runtime's URL one that
+// can be dialled with urls.go's ResolveStreamURL, the one rule for that,
+// which server applies to a kubelet's URLs too and so sits with
+// URLSource; lookup.go has the compiler check that RuntimeLookup is a
+// HandlerSource, which urls.go defines beside URLSource.
+//
+// Who imports it: server and the kubelet adapter; cri/streaming is the
+// one package meant for code outside the module (a runtime's streaming
+// server).
 package cri
 
 import (

@@ -30,6 +30,15 @@ type URLSource interface {
 	PortForwardURL(ctx context.Context, pod PodRef, ports []int32) (*url.URL, error)
 }
 
+// PodSource is a URLSource that can tell whether a pod exists on the node
+// without asking for a URL: the kubelet looks a pod up before it looks at
+// the request's upgrade, so a request it would refuse either way is a 404
+// for a pod it does not have. Optional: without it such requests get the
+// upgrade's 400.
+type PodSource interface {
+	PodExists(ctx context.Context, pod PodRef) error
+}
+
 // HandlerSource is a URLSource that can tell which runtime handler serves a
 // pod (a node may run runc beside a sandboxed runtime, and one may speak
 // WebSockets where the other does not). Optional: without it every pod
@@ -71,6 +80,13 @@ type ByLookup struct {
 }
 
 var _ URLSource = ByLookup{}
+
+// PodExists asks the Lookup for the pod's sandbox (a NotFound error: no
+// such pod).
+func (b ByLookup) PodExists(ctx context.Context, pod PodRef) error {
+	_, err := b.Lookup.SandboxID(ctx, pod)
+	return err
+}
 
 // RuntimeHandler is the Lookup's, when it can tell (RuntimeLookup can).
 func (b ByLookup) RuntimeHandler(ctx context.Context, pod PodRef) (string, error) {

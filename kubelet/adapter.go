@@ -232,6 +232,12 @@ func (h hostURLs) pod(ref cri.PodRef) (string, types.UID, error) {
 	return kubecontainer.GetPodFullName(p), p.UID, nil
 }
 
+// PodExists is the kubelet's own look-up: its pod manager.
+func (h hostURLs) PodExists(_ context.Context, ref cri.PodRef) error {
+	_, _, err := h.pod(ref)
+	return err
+}
+
 // RuntimeHandler keys kubestream's memory of runtimes that refused a
 // WebSocket by the pod's RuntimeClass: each class names one handler, and a
 // node may run one that speaks v5 beside one that does not.

@@ -9,6 +9,10 @@
 // and Client (local dials and a local UDP socket). Each WebSocket binary
 // message is exactly one frame. It knows nothing of HTTP routing or CRI;
 // docs/port-forward-modes.md is the specification.
+//
+// Who imports it: server (the node end) and cmd/kubectl-kubestream (the
+// client end); the protocol is docs/port-forward-modes.md, the Go API is
+// kubestream's own.
 package portmux
 
 import (

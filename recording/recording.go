@@ -11,6 +11,22 @@
 // (O_DIRECT: a recording is written once and rarely read) and through it
 // elsewhere; when the blocks are full, or the disk refuses a write, the
 // recording stops (and says why in Close's error), the session goes on.
+//
+// Reading order, each file before the files it uses: recording.go
+// (Recorder: Start, the events, Close), writer.go (the writer goroutine
+// and what hands it blocks), blocks.go (the blocks events are encoded
+// into, and their spares), encode.go (an event's JSON), file.go (the file,
+// written at explicit offsets) with file_linux.go and file_other.go (its
+// writes: O_DIRECT on Linux, the page cache elsewhere).
+//
+// What runs back up the order: writer.go and blocks.go hang methods on
+// recording.go's Recorder and share its state (one type's methods spread
+// over files by job, so each file stays small); file_linux.go and
+// file_other.go hang write and setDirect on file.go's file (one file per
+// platform).
+//
+// Who imports it: server, which records, and cmd/kubestream, which lists
+// and replays recordings.
 package recording
 
 import (
@@ -54,11 +70,6 @@ type Header struct {
 // queue cut the bench's recordings; docs/audit-and-recordings.md).
 const MaxQueued = 32 << 20
 
-// blockSize is the unit the session encodes into and the writer writes
-// (writeSize of them at once): no buffer ever grows (growing one copied
-// every byte again and again on a bulk session).
-const blockSize = 128 << 10
-
 // writeSize is how much of filled blocks the session hands the writer at
 // once: each hand-over wakes the writer's thread, and a direct write
 // costs less CPU the larger it is.
@@ -67,56 +78,6 @@ const writeSize = 4 << 20
 // flushDelay is how long an event may wait in a partial block when the
 // session is quiet (twice that while it is busy: see flushTimer).
 const flushDelay = 50 * time.Millisecond
-
-// spare keeps written blocks for the next ones, every recording's, up to
-// maxSpare of them (kept for the process's life once a bulk recording has
-// used them). Fresh memory costs a page fault per 4 KiB and a garbage
-// collection every few MiB, which showed as a large share of a bulk
-// recording's cost; a sync.Pool is emptied by every garbage collection. A
-// busy recording keeps its own written blocks (Recorder.free) while it
-// stays busy, so one whose disk lags by more than maxSpare reuses its
-// blocks rather than allocating anew.
-var spare struct {
-	sync.Mutex
-	blocks stack
-}
-
-// stack is written blocks to fill again, the last written first.
-type stack [][]byte
-
-// pop takes the last block, or nil when there is none.
-func (s *stack) pop() []byte {
-	n := len(*s)
-	if n == 0 {
-		return nil
-	}
-	b := (*s)[n-1]
-	(*s)[n-1] = nil
-	*s = (*s)[:n-1]
-	return b
-}
-
-const maxSpare = 8 << 20 / blockSize
-
-func getBlock() []byte {
-	spare.Lock()
-	defer spare.Unlock()
-	if b := spare.blocks.pop(); b != nil {
-		return b
-	}
-	return make([]byte, 0, blockSize)
-}
-
-func putBlock(b []byte) {
-	if cap(b) != blockSize {
-		return
-	}
-	spare.Lock()
-	defer spare.Unlock()
-	if len(spare.blocks) < maxSpare {
-		spare.blocks = append(spare.blocks, b[:0])
-	}
-}
 
 // errBehind stops a recording whose disk fell MaxQueued behind its session.
 var errBehind = errors.New("recording stopped: the disk could not keep up with the session")
@@ -127,9 +88,10 @@ var errBehind = errors.New("recording stopped: the disk could not keep up with t
 // encodes its event straight into the recording's current block, in the
 // one pass that escapes it (a queue of raw copies for the writer to
 // encode cost a copy more), and hands each writeSize of filled blocks to
-// the recording's writer goroutine, which writes them (file.go) and ends
-// at Close. Blocks are cut at aligned lengths while the file takes direct
-// I/O; the rest of a block begins the next one.
+// the recording's writer goroutine (writer.go), which writes them
+// (file.go) and ends at Close. Blocks are cut at aligned lengths while
+// the file takes direct I/O; the rest of a block begins the next one
+// (blocks.go).
 type Recorder struct {
 	path  string
 	start time.Time
@@ -273,161 +235,6 @@ func (r *Recorder) event(kind byte, data []byte) {
 		r.flush.Reset(flushDelay)
 		r.armed = true
 	}
-}
-
-// flushTimer hands the writer the current block too, flushDelay after an
-// event, unless the session is busy: then its partial block goes out with
-// the next writeSize, and writing it alone now would leave a page in the
-// page cache for the next direct write to take out again (twenty times a
-// second on a bulk session). The timer waits another flushDelay instead,
-// so every event is on disk within twice flushDelay.
-func (r *Recorder) flushTimer() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.closed:
-	case r.moved:
-		r.moved = false
-		r.flush.Reset(flushDelay)
-	default:
-		r.flushed = true
-		r.kick()
-	}
-}
-
-// room makes sure the current block has at least n bytes free (n is
-// small), starting a new one if not (mu held). A filled block is cut where
-// its last aligned block ends while the file takes direct I/O, the rest
-// beginning the next.
-func (r *Recorder) room(n int) {
-	if r.cur != nil && cap(r.cur)-len(r.cur) >= n {
-		return
-	}
-	next := r.free.pop()
-	if next == nil {
-		next = getBlock()
-	}
-	next = append(next, r.carry...)
-	r.queued += len(r.carry)
-	r.carry = r.carry[:0]
-	if r.cur != nil {
-		k := r.cut()
-		next = append(next, r.cur[k:]...)
-		r.full = append(r.full, r.cur[:k])
-	}
-	r.cur = next
-}
-
-// cut is how much of cur a direct write may take: its aligned blocks.
-func (r *Recorder) cut() int {
-	if r.direct {
-		return len(r.cur) &^ (align - 1)
-	}
-	return len(r.cur)
-}
-
-// put appends b to the blocks (mu held).
-func (r *Recorder) put(b []byte) {
-	for len(b) > 0 {
-		r.room(1)
-		n := copy(r.cur[len(r.cur):cap(r.cur)], b)
-		r.cur, b = r.cur[:len(r.cur)+n], b[n:]
-		r.queued += n
-	}
-}
-
-// stop ends the recording for err, the first one (mu held).
-func (r *Recorder) stop(err error) {
-	if r.stopped == nil {
-		r.stopped = fmt.Errorf("recording stopped: %w", err)
-	}
-}
-
-// kick wakes the writer (mu held); after Close there is none.
-func (r *Recorder) kick() {
-	if r.closed {
-		return
-	}
-	select {
-	case r.wake <- struct{}{}:
-	default: // already awake, or about to be
-	}
-}
-
-// take hands the writer the filled blocks and, after flushDelay or at
-// Close, the current one (mu held): its aligned part as a block, the rest
-// as tail, which is also where the next block begins (a direct write
-// takes it again, whole). The writer owns tail's bytes until its next take.
-// quiet says the session went quiet or ended: the blocks go back to spare
-// once written, not to this recording's own.
-func (r *Recorder) take(tail []byte) (full [][]byte, _ []byte, quiet bool) {
-	full, r.full = r.full, nil
-	tail = tail[:0]
-	if !r.flushed && !r.closed {
-		for _, b := range full {
-			r.queued -= len(b)
-		}
-		return full, tail, false
-	}
-	r.flushed, r.armed = false, false
-	// Quiet or closed: the blocks this recording kept go back to spare, so
-	// an idle recording holds none.
-	for _, b := range r.free {
-		putBlock(b)
-	}
-	r.free = nil
-	if r.cur != nil {
-		k := r.cut()
-		tail = append(tail, r.cur[k:]...)
-		r.carry = append(r.carry[:0], tail...)
-		if k > 0 {
-			full = append(full, r.cur[:k])
-		} else {
-			putBlock(r.cur) // only once its tail is copied: another recording may take it
-		}
-		r.cur = nil
-	}
-	r.queued = 0
-	return full, tail, true
-}
-
-// write is the recording's writer: at each wake it takes the blocks filled
-// so far and writes them, until Close. After a failed write it writes no
-// more.
-func (r *Recorder) write(f *file) {
-	var tail []byte
-	var werr error
-	for open := true; open && werr == nil; {
-		_, open = <-r.wake
-		r.mu.Lock()
-		var full [][]byte
-		var quiet bool
-		full, tail, quiet = r.take(tail)
-		r.mu.Unlock()
-		werr = f.write(full)
-		if werr == nil && len(tail) > 0 {
-			werr = f.writeTail(tail)
-		}
-		r.mu.Lock()
-		for _, b := range full {
-			if quiet || r.closed {
-				putBlock(b)
-			} else if cap(b) == blockSize {
-				r.free = append(r.free, b[:0])
-			}
-		}
-		if werr != nil {
-			r.stop(werr)
-		}
-		r.direct = f.direct // a refused direct write turned it off
-		r.mu.Unlock()
-	}
-	for range r.wake { // until Close
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	r.done <- werr
 }
 
 // Close ends the recording once everything queued is written; the error

@@ -6,6 +6,9 @@
 // server is k8s.io/cri-streaming and whose containers are host processes.
 // It lets the whole kubelet→runtime path run with nothing installed; it is
 // not an isolation boundary.
+//
+// Who imports it: kubestream serve (its embedded runtime), e2e and bench;
+// it is a test double with real processes, not a runtime to deploy.
 package refruntime
 
 import (
@@ -16,9 +19,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -29,8 +30,6 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming"
 	"k8s.io/klog/v2"
 	kubetypes "k8s.io/kubelet/pkg/types"
-
-	ksstreaming "github.com/kubestream/kubestream/cri/streaming"
 )
 
 // Options configure a reference runtime.
@@ -79,42 +78,6 @@ type Runtime struct {
 	stopped    bool
 }
 
-// trackingListener records every streaming connection so Stop can cut
-// them all, as a crashing runtime would: http.Server.Close leaves hijacked
-// connections alone.
-type trackingListener struct {
-	net.Listener
-	r *Runtime
-}
-
-func (l trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	tc := &trackedConn{Conn: c, r: l.r}
-	l.r.mu.Lock()
-	defer l.r.mu.Unlock()
-	if l.r.stopped {
-		c.Close()
-		return nil, net.ErrClosed
-	}
-	l.r.conns[tc] = struct{}{}
-	return tc, nil
-}
-
-type trackedConn struct {
-	net.Conn
-	r *Runtime
-}
-
-func (c *trackedConn) Close() error {
-	c.r.mu.Lock()
-	delete(c.r.conns, c)
-	c.r.mu.Unlock()
-	return c.Conn.Close()
-}
-
 type sandbox struct {
 	id      string
 	spec    PodSpec
@@ -149,7 +112,24 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		}
 		r.ownDir = true
 	}
-	for _, p := range opts.Pods {
+	if err := r.startPods(opts.Pods); err != nil {
+		return nil, err
+	}
+	base, err := r.serveStreaming(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.serveCRI(); err != nil {
+		return nil, err
+	}
+	r.logger.V(1).Info("Reference runtime started", "endpoint", r.endpoint, "streaming", base.String(), "pods", len(opts.Pods))
+	return r, nil
+}
+
+// startPods gives each pod a sandbox and starts its containers' main
+// processes.
+func (r *Runtime) startPods(pods []PodSpec) error {
+	for _, p := range pods {
 		if p.UID == "" {
 			p.UID = newID()[:32]
 		}
@@ -158,76 +138,12 @@ func Start(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		for _, cs := range p.Containers {
 			c, err := startContainer(r.logger, sb, cs)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			r.containers[c.id] = c
 		}
 	}
-
-	addr := opts.StreamingAddr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening for runtime streaming on %s: %w", addr, err)
-	}
-	cfg := streaming.DefaultConfig
-	cfg.Addr = l.Addr().String()
-	cfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
-	if opts.RelativeURLs {
-		cfg.BaseURL = &url.URL{Host: cfg.Addr, Path: "/cri/"}
-	}
-	if opts.StreamIdleTimeout > 0 {
-		cfg.StreamIdleTimeout = opts.StreamIdleTimeout
-	}
-	if opts.StreamCreationTimeout > 0 {
-		cfg.StreamCreationTimeout = opts.StreamCreationTimeout
-	}
-	var handler http.Handler
-	if opts.WebSockets {
-		kcfg := ksstreaming.DefaultConfig
-		kcfg.Addr, kcfg.BaseURL = cfg.Addr, cfg.BaseURL
-		kcfg.StreamIdleTimeout, kcfg.StreamCreationTimeout = cfg.StreamIdleTimeout, cfg.StreamCreationTimeout
-		if opts.Metrics != nil {
-			if kcfg.Metrics, err = ksstreaming.NewMetrics(opts.Metrics); err != nil {
-				l.Close()
-				return nil, fmt.Errorf("registering runtime streaming metrics: %w", err)
-			}
-		}
-		r.streaming, err = ksstreaming.NewServer(kcfg, streamRuntime{r})
-		handler = r.streaming
-	} else {
-		r.streaming, err = streaming.NewServer(cfg, streamRuntime{r})
-		handler = quietRefusal{next: r.streaming, logger: r.logger}
-	}
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("creating runtime streaming server: %w", err)
-	}
-	r.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		_ = r.httpSrv.Serve(trackingListener{Listener: l, r: r})
-	}()
-
-	sock := filepath.Join(r.sockDir, "cri.sock")
-	_ = os.Remove(sock)
-	gl, err := net.Listen("unix", sock)
-	if err != nil {
-		return nil, fmt.Errorf("listening on CRI socket %s: %w", sock, err)
-	}
-	r.endpoint = "unix://" + sock
-	r.grpc = grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(r.grpc, r)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		_ = r.grpc.Serve(gl)
-	}()
-	r.logger.V(1).Info("Reference runtime started", "endpoint", r.endpoint, "streaming", cfg.BaseURL.String(), "pods", len(opts.Pods))
-	return r, nil
+	return nil
 }
 
 // Endpoint is the CRI endpoint, unix:///….

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/kubestream/kubestream/cri"
 	"github.com/kubestream/kubestream/translator"
 )
 
@@ -31,6 +32,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*ses
 	d := s.decide(r, sub)
 	ss := s.begin(r, sub, d)
 	if d.route == RouteRejected {
+		if code, err := s.kubeletFirst(r, sub, d); err != nil {
+			ss.refuse(w, r, code, err)
+			return nil, "", false
+		}
 		s.reject(w, r, ss, d)
 		return nil, "", false
 	}
@@ -52,6 +57,25 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, sub string) (*ses
 		s.sessions.Done()
 	}
 	return ss, d.route, true
+}
+
+// kubeletFirst answers a request that is no upgrade as the kubelet would:
+// it reads the parameters (400) and looks the pod up (404) before its
+// streaming code sees the missing upgrade.
+func (s *Server) kubeletFirst(r *http.Request, sub string, d decision) (int, error) {
+	if !d.notUpgrade {
+		return 0, nil
+	}
+	q, err := parseRequest(r, sub)
+	if err != nil {
+		return http.StatusBadRequest, err
+	}
+	if ps, ok := s.cfg.URLs.(cri.PodSource); ok {
+		if err := ps.PodExists(r.Context(), q.pod); err != nil {
+			return cri.HTTPStatus(err), err
+		}
+	}
+	return 0, nil
 }
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, ss *session, d decision) {

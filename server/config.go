@@ -6,8 +6,13 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -138,6 +143,9 @@ type Server struct {
 	sessions sync.WaitGroup
 	mu       sync.Mutex
 	stopping bool
+	// drained closes once every admitted session ended after Shutdown.
+	drainOnce sync.Once
+	drained   chan struct{}
 }
 
 // track counts an admitted request for Shutdown to wait for, unless
@@ -156,4 +164,73 @@ func (s *Server) track() bool {
 // feature gate).
 func (s *Server) webSocketsEnabled() bool {
 	return s.cfg.Features.Enabled(ExtendWebSocketsToKubelet)
+}
+
+// ModeAccess says which pods a port-forward mode is served to.
+type ModeAccess string
+
+const (
+	// ModeOff: not served; the node answers as one without the mode.
+	ModeOff ModeAccess = "off"
+	// ModeOptIn: served to pods annotated for it (ReverseAnnotation,
+	// UDPAnnotation set to "true").
+	ModeOptIn ModeAccess = "opt-in"
+	// ModeOn: served to every pod.
+	ModeOn ModeAccess = "on"
+)
+
+// The pod annotations that opt a pod in to a mode whose access is opt-in.
+const (
+	ReverseAnnotation = "portforward.kubestream.io/reverse"
+	UDPAnnotation     = "portforward.kubestream.io/udp"
+)
+
+// ModeAccesses are the values a mode's access takes.
+var ModeAccesses = []string{string(ModeOff), string(ModeOptIn), string(ModeOn)}
+
+// PortForwardModes configure the reverse and UDP port-forward modes. They
+// go beyond what a kubelet does (a reverse listener binds in the pod, as
+// root), so both are off until the operator turns them on.
+type PortForwardModes struct {
+	Reverse, UDP ModeAccess
+	// AllowHostNetwork serves the modes to host-network pods, whose
+	// loopback is the node's.
+	AllowHostNetwork bool
+	// AllowPrivilegedPorts lets reverse listen on ports below the pod's
+	// net.ipv4.ip_unprivileged_port_start, which its own processes may not.
+	AllowPrivilegedPorts bool
+	// MaxPorts caps the ports of one session (0: no cap).
+	MaxPorts int
+	// MaxConnections caps concurrent reverse connections or UDP
+	// associations per session (0: none).
+	MaxConnections int
+	// MaxBufferedBytes caps what one session holds for pod-side peers
+	// that do not read (0: MaxConnections windows).
+	MaxBufferedBytes int
+	// UDPIdleTimeout closes a UDP association with no datagram this long.
+	UDPIdleTimeout time.Duration
+	// PodCheckPeriod is how often the node checks that a pod with
+	// sessions still exists (0: 5 s).
+	PodCheckPeriod time.Duration
+}
+
+// DefaultPortForwardModes are the modes' settings a node starts with:
+// both off; kubestream serve's flags and the configuration file change
+// them.
+func DefaultPortForwardModes() PortForwardModes {
+	return PortForwardModes{Reverse: ModeOff, UDP: ModeOff, MaxPorts: 8, MaxConnections: 128,
+		MaxBufferedBytes: 16 << 20, UDPIdleTimeout: time.Minute}
+}
+
+// Validate names a setting no node can run with.
+func (m PortForwardModes) Validate() error {
+	for flag, a := range map[string]ModeAccess{"reverse-port-forward": m.Reverse, "udp-port-forward": m.UDP} {
+		if a != "" && !slices.Contains(ModeAccesses, string(a)) {
+			return fmt.Errorf("--%s=%q: want one of %s", flag, a, strings.Join(ModeAccesses, ", "))
+		}
+	}
+	if m.MaxPorts < 0 || m.MaxConnections < 0 || m.MaxBufferedBytes < 0 {
+		return errors.New("port-forward caps must not be negative")
+	}
+	return nil
 }

@@ -64,6 +64,9 @@ type decision struct {
 	accepted []string
 	// directCandidate: offer the client's WebSocket to the runtime first.
 	directCandidate bool
+	// notUpgrade: rejected as no upgrade at all, which the kubelet only
+	// says of a request whose parameters and pod are good.
+	notUpgrade bool
 }
 
 // servedModes are kubestream's own port-forward modes the node serves
@@ -74,7 +77,7 @@ type servedModes struct{ reverse, udp bool }
 // kubestream cannot serve never costs the runtime anything.
 func classify(req *http.Request, subresource string, webSockets bool, modes servedModes) decision {
 	if !httpstream.IsUpgradeRequest(req) {
-		return decision{route: RouteRejected, status: http.StatusBadRequest,
+		return decision{route: RouteRejected, status: http.StatusBadRequest, notUpgrade: true,
 			message: "Upgrade request required: " + subresource + " streams over a WebSocket or SPDY/3.1 upgrade"}
 	}
 	upgrade := strings.ToLower(req.Header.Get(httpstream.HeaderUpgrade))

@@ -13,12 +13,22 @@
 // (each route's legs) and admit.go (the route from the headers, the
 // session limits) and portmodes.go (reverse and UDP port-forward, served
 // by the node itself, as far as the operator allows) with podwatch.go (one
-// check of a pod for all its sessions), session.go (its metrics and audit record, and finish,
-// every session's one wrap-up), config.go (Config and Server), request.go
+// check of a pod for all its sessions), session.go (its metrics and audit
+// record, and finish, every session's one wrap-up), config.go (Config,
+// PortForwardModes and Server), request.go
 // (what was asked, the runtime's URL), audit.go, metrics.go (the metrics,
 // in component-base's registry) and limits.go (the session limits) with
 // limits_unix.go and limits_other.go (the descriptor limit they default
 // from), then protocol.go (the classifier), directcache.go and auth.go.
+//
+// What runs back up the order: every file's methods hang on Server, which
+// config.go defines with the state they share (one type's methods spread
+// over files by job, so each file stays small).
+//
+// Nothing a client sends makes it panic: a bad request is an HTTP error,
+// a bad frame the session's end. It panics only on a programmer's error,
+// each marked where it is (a legs type run or carry does not know, a
+// feature gate registered twice).
 package server
 
 import (
@@ -42,7 +52,9 @@ import (
 	"github.com/kubestream/kubestream/translator"
 )
 
-// New checks cfg and builds the handler.
+// New checks cfg and builds the handler. It takes no context because it
+// starts nothing: sessions start in ServeHTTP, under the request's
+// context, and Shutdown ends them.
 func New(cfg Config) (*Server, error) {
 	if cfg.URLs == nil {
 		if cfg.Lookup == nil || cfg.Runtime == nil {
@@ -105,13 +117,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping = true // requests from now on get 503
 	s.mu.Unlock()
 	s.cancelBase(translator.Stopping(s.cfg.ShutdownMessage))
-	done := make(chan struct{})
-	go func() {
-		s.sessions.Wait()
-		close(done)
-	}()
+	// One waiter for every call: a Shutdown that times out leaves it to
+	// end with the last session (each was just told to end), not a
+	// goroutine a call.
+	s.drainOnce.Do(func() {
+		s.drained = make(chan struct{})
+		go func() {
+			s.sessions.Wait()
+			close(s.drained)
+		}()
+	})
 	select {
-	case <-done:
+	case <-s.drained:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

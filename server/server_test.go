@@ -276,3 +276,49 @@ func TestRelativeStreamingURL(t *testing.T) {
 		t.Errorf("runtime saw %q, want %q", got, want)
 	}
 }
+
+// missingLookup knows no pod but "demo".
+type missingLookup struct{ fakeLookup }
+
+func (missingLookup) SandboxID(_ context.Context, pod cri.PodRef) (string, error) {
+	if pod.Name != "demo" {
+		return "", &cri.Error{Kind: cri.NotFound, Msg: "pod " + pod.String() + " does not exist"}
+	}
+	return "sb", nil
+}
+
+// TestNotAnUpgradeAnswersAsTheKubelet: a request that is no upgrade is
+// answered in the kubelet's order: bad parameters 400, a pod the node
+// does not have 404, then the missing upgrade 400.
+func TestNotAnUpgradeAnswersAsTheKubelet(t *testing.T) {
+	rt := &fakeRuntime{base: "http://127.0.0.1:1"}
+	s, err := New(Config{Lookup: missingLookup{}, Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, c := range []struct {
+		path string
+		code int
+	}{
+		{"/exec/default/nopod/c?command=ls&output=1", http.StatusNotFound},
+		{"/attach/default/nopod/c?output=1", http.StatusNotFound},
+		{"/portForward/default/nopod", http.StatusNotFound},
+		{"/exec/default/nopod/c?command=ls", http.StatusBadRequest}, // no stream: the parameters first
+		{"/exec/default/demo/c?command=ls&output=1", http.StatusBadRequest},
+		{"/portForward/default/demo", http.StatusBadRequest},
+	} {
+		resp, err := http.Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("GET %s: %d, want %d", c.path, resp.StatusCode, c.code)
+		}
+	}
+	if rt.calls != 0 {
+		t.Errorf("%d streaming URLs asked of the runtime for requests that are no upgrade", rt.calls)
+	}
+}

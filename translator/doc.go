@@ -10,6 +10,36 @@
 // nothing of HTTP routing or CRI: its callers hand it upgraded connections
 // and a way to dial the runtime.
 //
+// Reading order, each file before the files it uses, one session kind at
+// a time: tunnel.go (ServeTunnel) and framebatch.go (one direction's SPDY
+// frames gathered into one write), splice.go (Splice) with splicedown.go
+// (the runtime's bytes to the client, the session's end) and spliceup.go
+// (the client's bytes to the runtime), spdyrelay.go (RelaySPDY) with
+// spdyrelayup.go (the client's frames, its PINGs answered here) and
+// spdyrelaydown.go (the runtime's frames, an error stream closed for the
+// client when the runtime's side is cut), remotecommand.go
+// (ServeRemoteCommand, the channel numbers) with rcinput.go (the client's
+// stdin and resizes to the runtime) and rcoutput.go (the runtime's output
+// and status to the client), observer.go (Observer, the client's frames
+// followed for it) and follow.go (the runtime's frames followed: a close,
+// the data, the last status), then what they share: spdyconn.go (the
+// runtime's SPDY connection, for remotecommand), clientwriter.go (the
+// client's writes, the node's control frames between them), config.go
+// (Config), pfreset.go (a pod's reset of one forwarded connection kept
+// from ending the forward) and status.go (exit codes, stop messages, the
+// runtime's status).
+//
+// What runs back up the order: a session's up and down halves
+// (splicedown.go, spdyrelayup.go, spdyrelaydown.go, rcinput.go,
+// rcoutput.go) hang methods on the type their session's file defines and
+// share its state (one type's methods spread over files by direction, so
+// each file stays small); spdyrelaydown.go shows the observer through
+// spdyrelayup.go's show, the one place both directions' payloads reach
+// it; observer.go, follow.go and spdyrelayup.go read the channel numbers
+// remotecommand.go exports with ServeRemoteCommand; and follow.go feeds
+// observer.go's Observer while observer.go's follower embeds follow.go's
+// messageFollower, the one frame follower of both directions.
+//
 // # Goroutines
 //
 // Each session runs on two goroutines, and every byte has one owner:
@@ -45,4 +75,7 @@
 // idle, see wire.GetBuf), a client message is at most Config.MaxMessageSize
 // (larger ends the session with close 1009), a resize object waiting for
 // its end at most 4 KiB, the runtime's status 64 KiB, and nothing queues.
+//
+// Who imports it: server, and bench for its measurements; it is
+// kubestream's own, not an API for code outside the module.
 package translator

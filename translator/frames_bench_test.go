@@ -46,7 +46,7 @@ func clientFrame(payload []byte) []byte {
 func benchSession(b testing.TB, wsc net.Conn, rtConn net.Conn) *rcSession {
 	cfg := DefaultConfig()
 	cfg.BufferSize = benchPayload
-	s := &rcSession{cfg: &cfg, wc: wire.NewConn(serverWS(b, wsc), &cfg.Limits), rt: newSPDYConn(rtConn),
+	s := &rcSession{cfg: &cfg, wc: wire.NewConn(serverWS(b, wsc), &cfg.Limits), rt: newSPDYConn(rtConn, 0),
 		stdinID: 3, stdoutID: 5, writing: true, open: map[uint32]bool{5: true}}
 	return s
 }

@@ -86,7 +86,7 @@ func FuzzRuntimeFrames(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := newSPDYConn(&loopConn{Src: data})
+		c := newSPDYConn(&loopConn{Src: data}, 0)
 		buf := make([]byte, 4096)
 		for {
 			fr, err := c.next()

@@ -86,7 +86,7 @@ func TestOutputJoinsArrivedFrames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			client := &writesConn{}
 			cfg := DefaultConfig()
-			rt := newSPDYConn(tc.rt)
+			rt := newSPDYConn(tc.rt, 0)
 			s := &rcSession{cfg: &cfg, wc: wire.NewConn(wiretest.ServerWS(t, client, cfg.BufferSize+16), &cfg.Limits), rt: rt,
 				stdoutID: 5, stderrID: 7, writing: true, open: map[uint32]bool{5: true, 7: true}}
 			client.writes = nil // the handshake

@@ -205,7 +205,7 @@ func (s *rcSession) openRuntime(ctx context.Context, dial DialFunc) error {
 		conn.Close()
 		return fmt.Errorf("container runtime negotiated %q, kubestream needs %q", proto, RuntimeProtocol)
 	}
-	s.rt = newSPDYConn(conn)
+	s.rt = newSPDYConn(conn, s.cfg.WriteTimeout)
 	// The timeout must also cut short a blocked write or a missing reply.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kubestream/kubestream/internal/spdy"
 	"github.com/kubestream/kubestream/internal/wire"
@@ -30,16 +32,25 @@ type spdyConn struct {
 	src wire.StagedReader
 	fr  *spdy.Reader
 
-	wmu        sync.Mutex // one frame at a time on the wire
-	nextID     uint32     // client streams are odd
-	headerSent bool       // the zlib stream header went out with the first block
-	pingID     uint32
-	ctl        [32]byte // scratch for control frames, under wmu
-	rbuf       [4]byte  // scratch of the single reader; a field so nothing escapes per frame
+	// The write side: one frame at a time on the wire, each bounded by
+	// writeTimeout (0: none), so a runtime that stops reading ends the
+	// session instead of holding wmu for ever.
+	wmu          sync.Mutex
+	writeTimeout time.Duration
+	nextID       uint32 // client streams are odd
+	headerSent   bool   // the zlib stream header went out with the first block
+	pingID       uint32
+	ctl          [32]byte // scratch for control frames, under wmu
+	// pong is the runtime's last unanswered PING (its ID, with bit 32
+	// set), left by the reader when a write holds wmu: the reader never
+	// waits on a write (the pattern of kubernetes#124571), and whoever
+	// holds wmu answers it before letting go (unlock).
+	pong atomic.Uint64
+	rbuf [4]byte // scratch of the single reader; a field so nothing escapes per frame
 }
 
-func newSPDYConn(c net.Conn) *spdyConn {
-	sc := &spdyConn{conn: c, nextID: 1, src: wire.StagedReader{R: c}}
+func newSPDYConn(c net.Conn, writeTimeout time.Duration) *spdyConn {
+	sc := &spdyConn{conn: c, nextID: 1, src: wire.StagedReader{R: c}, writeTimeout: writeTimeout}
 	sc.fr = spdy.NewReader(&sc.src)
 	return sc
 }
@@ -49,15 +60,40 @@ func newSPDYConn(c net.Conn) *spdyConn {
 // session go out in one round trip.
 func (c *spdyConn) synStream(name, value string) (uint32, error) {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	defer c.unlock()
 	id := c.nextID
 	c.nextID += 2
 	var fixed [spdy.SynStreamFixed]byte // the stream ID; associated stream, priority and slot 0
 	binary.BigEndian.PutUint32(fixed[:], id)
 	b := spdy.AppendHeaders(make([]byte, 0, 64+len(name)+len(value)), spdy.TypeSynStream, fixed[:], !c.headerSent, name, value)
 	c.headerSent = true
+	return id, c.write(b)
+}
+
+// write writes one frame, under wmu, within the write timeout.
+func (c *spdyConn) write(b []byte) error {
+	if c.writeTimeout > 0 {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)) // fails only once closed; the write then says why
+	}
 	_, err := c.conn.Write(b)
-	return id, err
+	return err
+}
+
+// unlock answers the PING the reader left, if any, then lets wmu go;
+// one left meanwhile is answered by whoever takes wmu next, the reader
+// itself if no one holds it.
+func (c *spdyConn) unlock() {
+	for {
+		if p := c.pong.Swap(0); p != 0 {
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], uint32(p))
+			_ = c.write(append(spdy.AppendControl(c.ctl[:0], spdy.TypePing, 0, 4), b[:]...)) // a failure shows on the next write or read
+		}
+		c.wmu.Unlock()
+		if c.pong.Load() == 0 || !c.wmu.TryLock() {
+			return
+		}
+	}
 }
 
 // writeData sends buf[spdy.HeaderLen:] on stream id, writing the frame
@@ -69,9 +105,8 @@ func (c *spdyConn) writeData(id uint32, buf []byte, fin bool) error {
 	}
 	spdy.PutDataHeader(buf, id, n, fin)
 	c.wmu.Lock()
-	_, err := c.conn.Write(buf)
-	c.wmu.Unlock()
-	return err
+	defer c.unlock()
+	return c.write(buf)
 }
 
 // finish half-closes stream id (the runtime's reader sees EOF).
@@ -80,23 +115,23 @@ func (c *spdyConn) finish(id uint32) error {
 	return c.writeData(id, b[:], true)
 }
 
-func (c *spdyConn) writeControl(typ byte, payload []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	b := append(spdy.AppendControl(c.ctl[:0], uint16(typ), 0, len(payload)), payload...)
-	_, err := c.conn.Write(b)
-	return err
-}
-
 // ping keeps the connection to the runtime alive through idle periods.
 func (c *spdyConn) ping() error {
 	c.wmu.Lock()
+	defer c.unlock()
 	c.pingID += 2
-	id := c.pingID - 1 // client pings are odd
-	c.wmu.Unlock()
 	var p [4]byte
-	binary.BigEndian.PutUint32(p[:], id)
-	return c.writeControl(spdy.TypePing, p[:])
+	binary.BigEndian.PutUint32(p[:], c.pingID-1) // client pings are odd
+	return c.write(append(spdy.AppendControl(c.ctl[:0], spdy.TypePing, 0, len(p)), p[:]...))
+}
+
+// answerPing leaves the runtime's PING id for the holder of wmu, or
+// answers it at once when no one holds it; it never waits.
+func (c *spdyConn) answerPing(id uint32) {
+	c.pong.Store(uint64(id) | 1<<32)
+	if c.wmu.TryLock() {
+		c.unlock()
+	}
 }
 
 // frame is one frame header as read; for data frames the payload is still
@@ -151,10 +186,8 @@ func (c *spdyConn) next() (frame, error) {
 			if err := c.fr.ReadFull(p); err != nil {
 				return f, err
 			}
-			if binary.BigEndian.Uint32(p)%2 == 0 { // the runtime's ping: answer it
-				if err := c.writeControl(spdy.TypePing, p); err != nil {
-					return f, err
-				}
+			if id := binary.BigEndian.Uint32(p); id%2 == 0 { // the runtime's ping: answer it
+				c.answerPing(id)
 			}
 		}
 		// SETTINGS, WINDOW_UPDATE (spdystream does no flow control),

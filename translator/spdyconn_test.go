@@ -4,6 +4,8 @@
 package translator
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -48,7 +50,7 @@ func TestSPDYConnAgainstSpdystream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := newSPDYConn(c)
+	sc := newSPDYConn(c, 0)
 	defer sc.Close()
 	kinds := []string{"error", "stdin", "stdout", "stderr", "resize"}
 	ids := map[string]uint32{}
@@ -139,7 +141,7 @@ func TestSPDYConnReads(t *testing.T) {
 	ops := []op{{n: 8}, {n: 32768, room: wire.ReadBufSize}, {n: 8}, {n: 100, skip: true}, {n: 5000}, {n: 3}, {n: 40000, room: 10}, {n: 9000, skip: true}, {n: 8}}
 	for _, chunk := range []int{1, 7, 4096, 4100, 65536, 1 << 20} {
 		c := &chunkConn{data: stream, chunk: chunk}
-		sc := newSPDYConn(c)
+		sc := newSPDYConn(c, 0)
 		off := 0
 		for i, o := range ops {
 			if o.skip {
@@ -175,7 +177,7 @@ func TestSPDYConnReads(t *testing.T) {
 	spdy.PutDataHeader(frames, 1, 32768, false)
 	spdy.PutDataHeader(frames[8+32768:], 3, 100, false)
 	c := &chunkConn{data: frames, chunk: 1 << 20}
-	sc := newSPDYConn(c)
+	sc := newSPDYConn(c, 0)
 	p := make([]byte, 32768, 32768+wire.ReadBufSize)
 	if f, err := sc.next(); err != nil || f.length != len(p) {
 		t.Fatalf("first frame %+v (%v)", f, err)
@@ -192,11 +194,11 @@ func TestSPDYConnReads(t *testing.T) {
 	}
 
 	// The stream ends inside a read.
-	sc = newSPDYConn(&chunkConn{data: stream[:10], chunk: 4})
+	sc = newSPDYConn(&chunkConn{data: stream[:10], chunk: 4}, 0)
 	if err := stagedReadFull(sc, make([]byte, 12)); err != io.ErrUnexpectedEOF {
 		t.Errorf("short stream: got %v, want io.ErrUnexpectedEOF", err)
 	}
-	sc = newSPDYConn(&chunkConn{data: stream[:5000], chunk: 4096})
+	sc = newSPDYConn(&chunkConn{data: stream[:5000], chunk: 4096}, 0)
 	if err := stagedReadFull(sc, make([]byte, 6000)); err != io.ErrUnexpectedEOF {
 		t.Errorf("short large read: got %v, want io.ErrUnexpectedEOF", err)
 	}
@@ -213,4 +215,95 @@ func stagedReadFull(sc *spdyConn, p []byte) error {
 		}
 	}
 	return nil
+}
+
+// TestSPDYConnPingWhileAWriteIsBlocked: a runtime that stops reading
+// while a write to it is under way, and pings: the reader answers without
+// waiting for the blocked write (it goes on reading the runtime's
+// output), the answer goes out once the runtime reads again, and a write
+// the runtime never takes ends at the write timeout.
+func TestSPDYConnPingWhileAWriteIsBlocked(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	sc := newSPDYConn(c, 2*time.Second)
+	defer sc.Close()
+
+	// Stdin to a runtime that reads nothing: the writer blocks in Write,
+	// holding the write lock, until the timeout.
+	wrote := make(chan error, 1)
+	go func() {
+		buf := make([]byte, spdy.HeaderLen+spdy.MaxData)
+		for {
+			if err := sc.writeData(1, buf, false); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // the socket buffers fill
+
+	// The runtime pings, then writes stdout on stream 2.
+	ping := append(spdy.AppendControl(nil, spdy.TypePing, 0, 4), 0, 0, 0, 2)
+	data := make([]byte, spdy.HeaderLen+5)
+	copy(data[spdy.HeaderLen:], "hello")
+	spdy.PutDataHeader(data, 2, 5, false)
+	if _, err := rt.Write(append(ping, data...)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		f, err := sc.next()
+		if err != nil || f.control || f.id != 2 {
+			got <- fmt.Sprintf("frame %+v, %v", f, err)
+			return
+		}
+		p := make([]byte, f.length)
+		_ = sc.readPayload(p)
+		got <- string(p)
+	}()
+	select {
+	case s := <-got:
+		if s != "hello" {
+			t.Fatalf("after the ping: %s", s)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the reader waited on the blocked write to answer a ping")
+	}
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Fatal("no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write the runtime never takes did not end at the write timeout")
+	}
+}
+
+// TestSPDYConnAnswersPing: with no write under way, the runtime's PING is
+// answered at once, by the reader itself.
+func TestSPDYConnAnswersPing(t *testing.T) {
+	c, rt := net.Pipe()
+	defer rt.Close()
+	sc := newSPDYConn(c, time.Second)
+	defer sc.Close()
+	ping := append(spdy.AppendControl(nil, spdy.TypePing, 0, 4), 0, 0, 0, 8)
+	go func() { _, _ = rt.Write(ping) }()
+	go func() { _, _ = sc.next() }() // ends when the connection closes
+	got := make([]byte, len(ping))
+	_ = rt.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(rt, got); err != nil || !bytes.Equal(got, ping) {
+		t.Fatalf("answer %x, %v; want %x", got, err, ping)
+	}
 }

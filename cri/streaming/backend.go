@@ -5,6 +5,7 @@ package streaming
 
 import (
 	"context"
+	"github.com/kubestream/kubestream/internal/wire"
 	"sync"
 	"time"
 )
@@ -14,6 +15,7 @@ import (
 // server's stop.
 type backend struct {
 	config  Config
+	limits  wire.Limits // config.Limits, defaults filled, with the idle timeout
 	runtime Runtime
 
 	// ctx ends every session's runtime call when the server stops (the

@@ -58,7 +58,7 @@ type Config struct {
 	TLSConfig *tls.Config
 
 	// Limits of natively served sessions; zero fields take DefaultLimits'.
-	Limits wire.Limits
+	Limits Limits
 	// BufferSize bounds one output message (default 32 KiB).
 	BufferSize int
 	// Metrics, if set, counts requests by protocol (see NewMetrics).
@@ -66,11 +66,13 @@ type Config struct {
 }
 
 // DefaultConfig is cri-streaming's defaults with v5 and the tunnel added.
-var DefaultConfig = Config{
-	StreamIdleTimeout:               4 * time.Hour,
-	StreamCreationTimeout:           remotecommandserver.DefaultStreamCreationTimeout,
-	SupportedRemoteCommandProtocols: append([]string{ProtocolV5}, remotecommandserver.SupportedStreamingProtocols...),
-	SupportedPortForwardProtocols:   append([]string{ProtocolTunnel}, portforward.SupportedProtocols...),
+func DefaultConfig() Config {
+	return Config{
+		StreamIdleTimeout:               4 * time.Hour,
+		StreamCreationTimeout:           remotecommandserver.DefaultStreamCreationTimeout,
+		SupportedRemoteCommandProtocols: append([]string{ProtocolV5}, remotecommandserver.SupportedStreamingProtocols...),
+		SupportedPortForwardProtocols:   append([]string{ProtocolTunnel}, portforward.SupportedProtocols...),
+	}
 }
 
 // FromCRIStreaming converts a runtime's cri-streaming Config (containerd
@@ -80,10 +82,10 @@ var DefaultConfig = Config{
 func FromCRIStreaming(c upstream.Config) Config {
 	rc, pf := c.SupportedRemoteCommandProtocols, c.SupportedPortForwardProtocols
 	if len(rc) == 0 || slices.Equal(rc, remotecommandserver.SupportedStreamingProtocols) {
-		rc = DefaultConfig.SupportedRemoteCommandProtocols
+		rc = DefaultConfig().SupportedRemoteCommandProtocols
 	}
 	if len(pf) == 0 || slices.Equal(pf, portforward.SupportedProtocols) {
-		pf = DefaultConfig.SupportedPortForwardProtocols
+		pf = DefaultConfig().SupportedPortForwardProtocols
 	}
 	return Config{
 		Addr:                            c.Addr,
@@ -96,6 +98,32 @@ func FromCRIStreaming(c upstream.Config) Config {
 	}
 }
 
-// DefaultLimits are the kubelet's (wire.DefaultLimits; the idle timeout is
-// Config.StreamIdleTimeout).
-var DefaultLimits = wire.DefaultLimits
+// Limits bound the sessions served natively (v5 and the tunnel); the idle
+// timeout is Config.StreamIdleTimeout. A zero field takes DefaultLimits'.
+type Limits struct {
+	// PingPeriod is how often the client is pinged; PongTimeout how long
+	// after a ping period without any frame from it the client is taken
+	// as gone.
+	PingPeriod, PongTimeout time.Duration
+	// WriteTimeout bounds one write to the client; CloseGrace the wait
+	// for its close reply.
+	WriteTimeout, CloseGrace time.Duration
+	// MaxMessageSize is the largest message accepted; a larger one ends
+	// the session with close code 1009.
+	MaxMessageSize int
+}
+
+// DefaultLimits are the kubelet's.
+func DefaultLimits() Limits {
+	d := wire.DefaultLimits
+	return Limits{PingPeriod: d.PingPeriod, PongTimeout: d.PongTimeout, WriteTimeout: d.WriteTimeout,
+		CloseGrace: d.CloseGrace, MaxMessageSize: d.MaxMessageSize}
+}
+
+// wire is l as internal/wire enforces it, defaults filled.
+func (l Limits) wire(idle time.Duration) wire.Limits {
+	w := wire.Limits{IdleTimeout: idle, PingPeriod: l.PingPeriod, PongTimeout: l.PongTimeout,
+		WriteTimeout: l.WriteTimeout, CloseGrace: l.CloseGrace, MaxMessageSize: l.MaxMessageSize}.WithDefaults()
+	w.IdleTimeout = idle
+	return w
+}

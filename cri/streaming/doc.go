@@ -30,13 +30,15 @@
 // messages), portforward.go (a tunnel session: its start and its end),
 // tunnel.go (the tunnel's reader: SPDY frames, streams opened and reset),
 // forward.go (a forwarded connection: pairing its streams, the runtime's
-// call), stream.go (one SPDY stream: its inbox and its writes),
-// adapter.go
+// call), stream.go (one SPDY stream: its inbox and its writes), adapter.go
 // (cri-streaming's sessions: the runtime behind its handlers), backend.go
 // (what every session takes from its server: the runtime, the
 // configuration, the server's stop and its count of runtime calls), then
 // config.go (Config, and the types this package shares with cri-streaming),
 // metrics.go and tokens.go (the single-use URLs).
+//
+// Nothing runs back up the order: what the sessions share (backend.go,
+// config.go) comes after them.
 //
 // # Goroutines
 //

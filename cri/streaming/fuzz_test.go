@@ -30,7 +30,7 @@ func FuzzV5Client(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	limits := DefaultLimits
+	limits := DefaultLimits().wire(0)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		wc := wire.NewConn(wiretest.ServerWS(t, &wiretest.LoopConn{Src: data}, 0), &limits)
 		pr, pw := io.Pipe()

@@ -29,7 +29,7 @@ import (
 // data frames (serialised by wire.Conn); this function waits for all of
 // them before it closes.
 func (s *backend) runTunnel(ws *websocket.Conn, sandbox string, logger klog.Logger) {
-	wc := wire.NewConn(ws, &s.config.Limits)
+	wc := wire.NewConn(ws, &s.limits)
 	defer wc.Shutdown()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()

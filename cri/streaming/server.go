@@ -32,17 +32,16 @@ func NewServer(config Config, runtime Runtime) (Server, error) {
 	if config.BufferSize <= 0 {
 		config.BufferSize = wire.DefaultBufferSize
 	}
-	config.Limits = config.Limits.WithDefaults()
-	config.Limits.IdleTimeout = config.StreamIdleTimeout
+	limits := config.Limits.wire(config.StreamIdleTimeout)
 	s := &runtimeServer{
-		backend: backend{config: config, runtime: runtime},
+		backend: backend{config: config, limits: limits, runtime: runtime},
 		tokens:  newTokens(),
 		// cri-streaming serves the others; it must not see the ones
 		// served here (it would refuse them).
 		upstreamRC: without(config.SupportedRemoteCommandProtocols, ProtocolV5),
 		upstreamPF: without(config.SupportedPortForwardProtocols, ProtocolTunnel),
-		rcUpgrader: wire.NewUpgrader(ProtocolV5, config.Limits.WriteTimeout),
-		pfUpgrader: wire.NewUpgrader(ProtocolTunnel, config.Limits.WriteTimeout),
+		rcUpgrader: wire.NewUpgrader(ProtocolV5, limits.WriteTimeout),
+		pfUpgrader: wire.NewUpgrader(ProtocolTunnel, limits.WriteTimeout),
 	}
 	s.adapter = &criAdapter{&s.backend}
 	s.native.v5 = slices.Contains(config.SupportedRemoteCommandProtocols, ProtocolV5)

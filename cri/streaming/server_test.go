@@ -234,7 +234,7 @@ func startServer(t *testing.T, mod func(*Config), useTLS bool) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig
+	cfg := DefaultConfig()
 	cfg.Metrics = m
 	cfg.BaseURL = &url.URL{Scheme: "http", Host: "placeholder"}
 	if mod != nil {

@@ -87,8 +87,8 @@ func (t *pfTunnel) read() error {
 			}
 			continue
 		}
-		if h[0] != spdy.ControlBit || h[1] != spdy.Version {
-			return tunnelErrf("SPDY version %d", binary.BigEndian.Uint16(h[:])&0x7fff)
+		if v := h.Version(); v != spdy.Version {
+			return tunnelErrf("SPDY version %d", v)
 		}
 		typ := h.Type()
 		switch typ {
@@ -207,7 +207,7 @@ func (t *pfTunnel) data(id uint32, n int, fin bool) error {
 }
 
 func (t *pfTunnel) stallLimit() time.Duration {
-	return (t.s.config.Limits.PingPeriod + t.s.config.Limits.PongTimeout) / 2
+	return (t.s.limits.PingPeriod + t.s.limits.PongTimeout) / 2
 }
 
 func (t *pfTunnel) reply(id uint32) error {

@@ -271,11 +271,11 @@ func FuzzTunnelClient(f *testing.F) {
 	f.Add(bytes.Join([][]byte{msg(syn(1, true, "error"), syn(3, false, "data")[:11]), msg(syn(3, false, "data")[11:]), msg(rst, ping)}, nil))
 	f.Add(msg(syn(3, true, "data"), syn(1, false, "error")))
 	f.Add(msg(data(7, strings.Repeat("x", 100), false)))
-	cfg := DefaultConfig
-	cfg.Limits = cfg.Limits.WithDefaults() // as NewServer sets them: zero limits refuse every message
+	cfg := DefaultConfig()
 	cfg.StreamCreationTimeout = 50 * time.Millisecond
+	limits := cfg.Limits.wire(cfg.StreamIdleTimeout) // as NewServer sets them: zero limits refuse every message
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &backend{config: cfg, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
+		s := &backend{config: cfg, limits: limits, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -309,9 +309,8 @@ func (c *recordConn) Write(p []byte) (int, error) {
 func TestTunnelTextMessage(t *testing.T) {
 	syn := spdy.AppendHeaders(nil, spdy.TypeSynStream, []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, true, "streamtype", "error", "port", "80", "requestid", "0")
 	conn := &recordConn{LoopConn: wiretest.LoopConn{Src: append(wiretest.MaskedFrame(true, 2, syn), wiretest.MaskedFrame(true, 1, []byte("hello"))...)}}
-	cfg := DefaultConfig
-	cfg.Limits = cfg.Limits.WithDefaults() // as NewServer sets them
-	s := &backend{config: cfg, runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
+	cfg := DefaultConfig()
+	s := &backend{config: cfg, limits: cfg.Limits.wire(cfg.StreamIdleTimeout), runtime: &fakeRuntime{echo: "127.0.0.1:1"}, ctx: context.Background()}
 	s.runTunnel(wiretest.ServerWS(t, conn, 0), "p1", klog.Background())
 	conn.mu.Lock()
 	out := conn.out

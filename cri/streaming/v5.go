@@ -71,7 +71,7 @@ func newV5Process(wc *wire.Conn, opts *remotecommandserver.Options, size int, m 
 //     wire (writes are synchronous), so the status goes last, with the
 //     close frame, and the handler waits (bounded) for the client's close.
 func (s *backend) runV5(ws *websocket.Conn, logger klog.Logger, opts *remotecommandserver.Options, run func(context.Context, processIO) error) {
-	wc := wire.NewConn(ws, &s.config.Limits)
+	wc := wire.NewConn(ws, &s.limits)
 	defer wc.Shutdown()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -98,7 +98,7 @@ func (s *backend) runV5(ws *websocket.Conn, logger klog.Logger, opts *remotecomm
 		clientEnded(wc, rerr, logger)
 	}
 	cancel()
-	st := p.end(done, rerr, s.config.Limits.CloseGrace)
+	st := p.end(done, rerr, s.limits.CloseGrace)
 	logger.V(3).Info("Session ended", "status", st.Status, "reason", st.Reason)
 }
 

@@ -5,6 +5,15 @@
 // listener or a connected UDP socket made by a thread that entered the
 // namespace keeps it after the thread leaves, so the rest of the process
 // uses it as any other socket.
+//
+// Reading order, each file before the files it uses: netns.go (Namespace
+// and the sockets made in it), then netns_linux.go and netns_other.go (do:
+// a function run on a thread inside the namespace, on Linux; the
+// namespace's unprivileged port start).
+//
+// What runs back up the order: netns_linux.go and netns_other.go hang do
+// on netns.go's Namespace and read its path and file (one type's method,
+// one file per platform).
 package netns
 
 import (

@@ -13,6 +13,12 @@
 // allocates every frame it reads; nothing here allocates per data frame and
 // nothing compresses. Every SPDY/3.1 peer (spdystream, cri-streaming,
 // containerd) accepts stored blocks, since they are valid deflate.
+//
+// Reading order, each file before the files it uses: reader.go (Reader,
+// the one reader of frames, and Header, a frame's header as read),
+// headers.go (HeaderDecoder: header blocks read) and frame.go (the frame
+// layout, frames and header blocks written, the protocol's dictionary).
+// Nothing runs back up the order.
 package spdy
 
 import (

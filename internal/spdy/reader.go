@@ -4,6 +4,7 @@
 package spdy
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 )
@@ -17,6 +18,9 @@ func (h Header) Control() bool { return Control(h[:]) }
 
 // Type is a control frame's type.
 func (h Header) Type() uint16 { return ControlType(h[:]) }
+
+// Version is a control frame's SPDY version (3 for SPDY/3.1).
+func (h Header) Version() uint16 { return binary.BigEndian.Uint16(h[:2]) & 0x7fff }
 
 // Flags is the frame's flags byte.
 func (h Header) Flags() byte { return h[4] }

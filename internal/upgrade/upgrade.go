@@ -8,6 +8,8 @@
 // k8s.io/streaming's round trippers because both the translator and the
 // direct WebSocket path need the raw bytes behind the 101, and the caller
 // must see a refusal (status and body) before deciding what to do with it.
+//
+// Reading order: upgrade.go, the package's one file.
 package upgrade
 
 import (

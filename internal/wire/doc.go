@@ -21,6 +21,35 @@
 // so a runtime vendoring cri/streaming takes in no SPDY and no HTTP routing
 // through it.
 //
+// Reading order, each file before the files it uses: hijack.go (the
+// handshake: NewUpgrader, and Hijacker, which puts back what the HTTP
+// server read ahead), v5.go (V5Reader, a v5 client's messages) and
+// status.go (the v5 status message), stream.go (BinaryStream: a Conn's
+// binary messages as one byte stream), splice.go (ReadFromChannel: a
+// pipe's output as a channel's messages) with splice_linux.go and
+// splice_other.go (splice(2) into the socket, on Linux), keepalive.go (the
+// pings and the idle timeout, on a timer), control.go (a control frame
+// read: a ping answered, a close), close.go (the session's end: CloseWith
+// and the bounded wait for the peer's close), write.go (every write, one
+// at a time), read.go (NextReader: the peer's frames read and checked; the
+// opcodes), conn.go (Conn, the state its methods share),
+// rawread_linux.go and rawread_other.go (what a Conn reads from: on Linux,
+// read(2) inside the poller's callback), unacked_linux.go and
+// unacked_other.go (a socket's bytes the peer has yet to acknowledge, for
+// the close's wait), then resize.go (the v5 resize stream), follow.go
+// (Follower, the one parser of frame headers), frame.go (the frame
+// layout), bufpool.go (copy buffers lent by size), stage.go (Stage, which
+// every hand-written reader reads through) and limits.go (Limits).
+//
+// What runs back up the order: read.go, a Conn's reader, hands a
+// control frame to control.go (control) and ends the session on a broken
+// frame with close.go's CloseWith, while both read through read.go (a real
+// loop: what a frame calls for, a control frame's answer or the session's
+// end, reads on through the reader); conn.go's Conn holds its read side's
+// state (readState), defined in read.go beside the one loop that touches
+// it; rawread_linux.go turns a system call's error into an errno with
+// splice_linux.go's errnoOf, the Linux files' one helper for it.
+//
 // # Concurrency
 //
 // A Conn has one reader (NextReader and the readers it returns, and Drain)

@@ -24,12 +24,9 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -85,159 +82,6 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
-}
-
-func table(w io.Writer, dir, title, date, stock string, same bool, once *regexp.Regexp, workers []string) (bool, error) {
-	results := map[string]map[string]result{} // case → worker → result
-	var problems []string
-	for _, wk := range workers {
-		rs, setupFailure, err := readJunit(filepath.Join(dir, wk, "junit.xml"))
-		if err != nil {
-			return false, err
-		}
-		if setupFailure != "" {
-			problems = append(problems, fmt.Sprintf("%s: suite set-up failed: %s", wk, setupFailure))
-		}
-		ran := 0
-		for name, r := range rs {
-			if results[name] == nil {
-				results[name] = map[string]result{}
-			}
-			results[name][wk] = r
-			if r.status != "skipped" {
-				ran++
-			}
-		}
-		if ran == 0 {
-			problems = append(problems, wk+": no case ran")
-		}
-	}
-	names := make([]string, 0, len(results))
-	for n := range results {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-
-	fmt.Fprint(w, title)
-	if date != "" {
-		fmt.Fprintf(w, " (%s)", date)
-	}
-	fmt.Fprintln(w, ":")
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "| case | %s |\n|---|%s\n", strings.Join(workers, " | "), strings.Repeat("---|", len(workers)))
-	totals := map[string]map[string]int{}
-	for _, wk := range workers {
-		totals[wk] = map[string]int{}
-	}
-	var skips, alike, leftOut []string
-	for _, n := range names {
-		everywhere := true
-		for _, wk := range workers {
-			if r, ok := results[n][wk]; !ok || r.status != "failed" {
-				everywhere = false
-			}
-		}
-		if same && everywhere {
-			alike = append(alike, fmt.Sprintf("%s: %s", n, results[n][stock].reason))
-		}
-		cells := make([]string, len(workers))
-		for i, wk := range workers {
-			r, ok := results[n][wk]
-			switch {
-			case !ok && i > 0 && once != nil && once.MatchString(n):
-				cells[i] = "left out"
-				totals[wk]["not run"]++
-			case !ok:
-				cells[i] = "not run"
-				totals[wk]["not run"]++
-				problems = append(problems, fmt.Sprintf("%s: %q did not run", wk, n))
-			case r.status == "passed":
-				cells[i] = "pass"
-			case r.status == "skipped":
-				cells[i] = "skip"
-				skips = append(skips, fmt.Sprintf("%s on %s: %s", n, wk, r.reason))
-			case same && everywhere:
-				cells[i] = "fail"
-			default:
-				cells[i] = "**FAIL**"
-				problems = append(problems, fmt.Sprintf("%s: %q failed: %s", wk, n, r.reason))
-			}
-			if ok {
-				totals[wk][r.status]++
-			}
-			if ok && wk != stock && r.status != "passed" && results[n][stock].status == "passed" {
-				problems = append(problems, fmt.Sprintf("%q passes on %s and not on %s", n, stock, wk))
-			}
-		}
-		if same && !everywhere {
-			for _, wk := range workers[1:] {
-				if results[n][wk].status != results[n][workers[0]].status {
-					problems = append(problems, fmt.Sprintf("%q: %s on %s, %s on %s", n,
-						results[n][workers[0]].status, workers[0], results[n][wk].status, wk))
-				}
-			}
-		}
-		if slices.Contains(cells, "left out") {
-			leftOut = append(leftOut, n)
-		}
-		fmt.Fprintf(w, "| %s | %s |\n", escape(n), strings.Join(cells, " | "))
-	}
-	cells := make([]string, len(workers))
-	for i, wk := range workers {
-		t := totals[wk]
-		cells[i] = fmt.Sprintf("%d pass, %d fail, %d skip", t["passed"], len(names)-t["passed"]-t["skipped"]-t["not run"], t["skipped"])
-	}
-	fmt.Fprintf(w, "| **total (%d cases)** | %s |\n", len(names), strings.Join(cells, " | "))
-	if len(leftOut) > 0 {
-		fmt.Fprintf(w, "\nRun on %s alone in this run (left out of the later passes to keep it short):\n", workers[0])
-		for _, n := range leftOut {
-			fmt.Fprintln(w, "- "+escape(n))
-		}
-	}
-	if len(skips) > 0 {
-		fmt.Fprintln(w, "\nSkipped by the cases themselves:")
-		for _, s := range dedupe(skips) {
-			fmt.Fprintln(w, "- "+escape(s))
-		}
-	}
-
-	if len(alike) > 0 {
-		fmt.Fprintln(w, "\nFailing alike on every one (what this machine cannot run), with the first line of the failure:")
-		for _, s := range alike {
-			fmt.Fprintln(w, "- "+escape(s))
-		}
-	}
-
-	if _, err := os.Stat(filepath.Join(dir, workers[0], "metrics-after.txt")); err != nil {
-		workers = nil // no metrics kept: not a cluster's run
-	} else {
-		fmt.Fprintln(w, "\nStreaming sessions the cases made, from each worker's own metrics (after − before):")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| worker | kubestream, by route | upstream's kubelet_websocket_streaming_requests_total | the runtime's kubestream server (containerd's, CRI-O's), by protocol |")
-		fmt.Fprintln(w, "|---|---|---|---|")
-	}
-	for _, wk := range workers {
-		routes, err := delta(filepath.Join(dir, wk), "metrics", "kubestream_streaming_requests_total", "route")
-		if err != nil {
-			return false, err
-		}
-		up, err := delta(filepath.Join(dir, wk), "metrics", "kubelet_websocket_streaming_requests_total", "")
-		if err != nil {
-			return false, err
-		}
-		rt, err := delta(filepath.Join(dir, wk), "runtime", "kubestream_runtime_streaming_requests_total", "protocol")
-		if err != nil {
-			return false, err
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", wk, counts(routes), counts(up), counts(rt))
-	}
-	if len(problems) > 0 {
-		fmt.Fprintln(w, "\nProblems:")
-		for _, p := range problems {
-			fmt.Fprintln(w, "- "+escape(p))
-		}
-	}
-	return len(problems) == 0, nil
 }
 
 // readJunit returns the report's It cases by name, and the first failure
@@ -337,26 +181,6 @@ func samples(path, metric, label string) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// counts prints the non-zero counts, "—" when there are none (or no such
-// metric).
-func counts(m map[string]float64) string {
-	var parts []string
-	for k, v := range m {
-		if v != 0 {
-			if k == "all" {
-				parts = append(parts, fmt.Sprintf("%g", v))
-			} else {
-				parts = append(parts, fmt.Sprintf("%s %g", k, v))
-			}
-		}
-	}
-	if len(parts) == 0 {
-		return "—"
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
-
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -366,18 +190,4 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
-}
-
-// escape keeps a case's name from breaking the table.
-func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-func dedupe(s []string) []string {
-	sort.Strings(s)
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }

@@ -14,20 +14,14 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -85,6 +79,14 @@ func run(busybox, name, out, entrypoint, cmd, user string, adds addFlag) error {
 	if err != nil {
 		return err
 	}
+	cfgBlob, layerBlob := newBlob(imageConfig(diffID, entrypoint, cmd, user)), newBlob(layer)
+	manBlob := newBlob(imageManifest(cfgBlob, layerBlob))
+	return writeLayout(out, imageIndex(name, manBlob), cfgBlob, layerBlob, manBlob)
+}
+
+// imageConfig is the image's configuration: its one layer, and the
+// entrypoint, Cmd and User asked for.
+func imageConfig(diffID, entrypoint, cmd, user string) []byte {
 	cfg := map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
@@ -106,21 +108,30 @@ func run(busybox, name, out, entrypoint, cmd, user string, adds addFlag) error {
 		cfg["config"].(map[string]any)["User"] = user
 	}
 	cfgJSON, _ := json.Marshal(cfg)
-	cfgBlob, layerBlob := newBlob(cfgJSON), newBlob(layer)
+	return cfgJSON
+}
+
+// imageManifest is the manifest of the configuration and the layer.
+func imageManifest(cfgBlob, layerBlob blob) []byte {
 	manifest, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfgBlob.digest, "size": len(cfgJSON)},
-		"layers":        []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layerBlob.digest, "size": len(layer)}},
+		"config":        map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfgBlob.digest, "size": len(cfgBlob.data)},
+		"layers":        []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layerBlob.digest, "size": len(layerBlob.data)}},
 	})
-	manBlob := newBlob(manifest)
+	return manifest
+}
+
+// imageIndex is the layout's index: the manifest, under the image's name
+// and tag.
+func imageIndex(name string, manBlob blob) []byte {
 	tag := name[strings.LastIndex(name, ":")+1:]
 	index, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.index.v1+json",
 		"manifests": []any{map[string]any{
 			"mediaType": "application/vnd.oci.image.manifest.v1+json",
-			"digest":    manBlob.digest, "size": len(manifest),
+			"digest":    manBlob.digest, "size": len(manBlob.data),
 			"platform": map[string]string{"architecture": runtime.GOARCH, "os": "linux"},
 			"annotations": map[string]string{
 				"io.containerd.image.name":          name,
@@ -128,6 +139,12 @@ func run(busybox, name, out, entrypoint, cmd, user string, adds addFlag) error {
 			},
 		}},
 	})
+	return index
+}
+
+// writeLayout writes the OCI image layout tarball out: the layout's
+// marker, the index and the blobs.
+func writeLayout(out string, index []byte, cfgBlob, layerBlob, manBlob blob) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -140,9 +157,9 @@ func run(busybox, name, out, entrypoint, cmd, user string, adds addFlag) error {
 	}{
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		{"index.json", index},
-		{"blobs/sha256/" + strings.TrimPrefix(cfgBlob.digest, "sha256:"), cfgJSON},
-		{"blobs/sha256/" + strings.TrimPrefix(layerBlob.digest, "sha256:"), layer},
-		{"blobs/sha256/" + strings.TrimPrefix(manBlob.digest, "sha256:"), manifest},
+		{"blobs/sha256/" + strings.TrimPrefix(cfgBlob.digest, "sha256:"), cfgBlob.data},
+		{"blobs/sha256/" + strings.TrimPrefix(layerBlob.digest, "sha256:"), layerBlob.data},
+		{"blobs/sha256/" + strings.TrimPrefix(manBlob.digest, "sha256:"), manBlob.data},
 	}
 	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
@@ -158,134 +175,4 @@ func run(busybox, name, out, entrypoint, cmd, user string, adds addFlag) error {
 		}
 	}
 	return tw.Close()
-}
-
-// busyboxLayer returns a gzipped layer and the digest of its uncompressed
-// tar (the diff ID).
-func busyboxLayer(bin []byte, applets []string, adds addFlag) ([]byte, string, error) {
-	var raw bytes.Buffer
-	tw := tar.NewWriter(&raw)
-	dirs := map[string]bool{"bin/": true, "tmp/": true, "etc/": true, "proc/": true, "sys/": true, "dev/": true, "root/": true}
-	files, err := addedFiles(adds)
-	if err != nil {
-		return nil, "", err
-	}
-	paths := append([]string(nil), applets...)
-	for _, f := range files {
-		paths = append(paths, f.name)
-	}
-	for _, a := range paths {
-		if i := strings.LastIndex(a, "/"); i > 0 {
-			for p := a[:i]; p != ""; {
-				dirs[p+"/"] = true
-				if j := strings.LastIndex(p, "/"); j > 0 {
-					p = p[:j]
-				} else {
-					p = ""
-				}
-			}
-		}
-	}
-	names := make([]string, 0, len(dirs))
-	for d := range dirs {
-		names = append(names, d)
-	}
-	sort.Strings(names)
-	for _, d := range names {
-		mode := int64(0o755)
-		if d == "tmp/" {
-			mode = 0o1777
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: mode}); err != nil {
-			return nil, "", err
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin))}); err != nil {
-		return nil, "", err
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return nil, "", err
-	}
-	for _, a := range applets {
-		if a == "bin/busybox" {
-			continue
-		}
-		// Hard links carry a mode too: extraction applies it to the shared inode.
-		if err := tw.WriteHeader(&tar.Header{Name: a, Typeflag: tar.TypeLink, Linkname: "bin/busybox", Mode: 0o755}); err != nil {
-			return nil, "", err
-		}
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f.src)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(data))}); err != nil {
-			return nil, "", err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, "", err
-		}
-	}
-	for name, content := range map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
-		"etc/group":  "root:x:0:\n",
-	} {
-		if slices.ContainsFunc(files, func(f addedFile) bool { return f.name == name }) {
-			continue // -add gave its own
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content))}); err != nil {
-			return nil, "", err
-		}
-		_, _ = tw.Write([]byte(content))
-	}
-	if err := tw.Close(); err != nil {
-		return nil, "", err
-	}
-	sum := sha256.Sum256(raw.Bytes())
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	if _, err := zw.Write(raw.Bytes()); err != nil {
-		return nil, "", err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, "", err
-	}
-	return gz.Bytes(), "sha256:" + hex.EncodeToString(sum[:]), nil
-}
-
-// addedFile is one regular file -add puts in the layer.
-type addedFile struct {
-	src, name string // name: the path in the image, without the leading slash
-	mode      int64
-}
-
-// addedFiles expands -add's pairs into regular files, directories walked
-// and symbolic links followed, sorted by name so the layer (and its digest)
-// depends on the inputs alone.
-func addedFiles(adds addFlag) ([]addedFile, error) {
-	var files []addedFile
-	for _, a := range adds {
-		src, dst := a[0], strings.TrimPrefix(a[1], "/")
-		err := filepath.WalkDir(src, func(p string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			st, err := os.Stat(p) // follows links: a library's soname link becomes the file
-			if err != nil {
-				return err
-			}
-			if st.IsDir() {
-				return nil
-			}
-			rel, _ := filepath.Rel(src, p)
-			files = append(files, addedFile{src: p, name: filepath.ToSlash(filepath.Join(dst, rel)), mode: int64(st.Mode().Perm())})
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("-add %s: %w", a[0], err)
-		}
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
-	return files, nil
 }
