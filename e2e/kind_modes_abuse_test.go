@@ -28,7 +28,7 @@ import (
 var (
 	faultModesFlood = faultCase{"UDP port-forward: 300,000 refused association opens from a client that never reads: the kubelet's goroutines and RSS", kubestreamWorkers}
 	faultModesPorts = faultCase{"reverse port-forward asking for 2,000 ports: refused, nothing bound", kubestreamWorkers}
-	faultModesGuard = faultCase{"reverse port-forward to a pod's port 80, and to a host-network pod: refused by default", kubestreamWorkers}
+	faultModesGuard = faultCase{"reverse port-forward to a pod's port 80 (refused where the pod's own processes may not bind it), and to a host-network pod (refused)", kubestreamWorkers}
 )
 
 func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
@@ -81,14 +81,23 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 			strings.Contains(err.Error(), "at most") && !bound)
 	}
 
-	// Port 80 in the pod, and a host-network pod.
+	// Port 80 in the pod, refused only where the pod's own processes may
+	// not bind it (containerd's pods have net.ipv4.ip_unprivileged_port_start
+	// 0 by default, so they may), and a host-network pod, always refused.
+	start := strings.TrimSpace(cp.must(nil, "exec", pod, "-c", "app", "--", "cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"))
+	var first int
+	if n, err := fmt.Sscan(start, &first); n != 1 || err != nil {
+		t.Fatalf("the pod's ip_unprivileged_port_start: %q", start)
+	}
+	privileged := first > 80
 	hostPod := kindHostNetworkPod(t, cp, n.flavour)
-	var says []string
+	says := []string{"pod's unprivileged port start " + start}
 	ok := true
 	for _, c := range []struct {
 		pod, want string
 		port      int
-	}{{pod, "privileged", 80}, {hostPod, "node's network", 18081}} {
+		refused   bool
+	}{{pod, "privileged", 80, privileged}, {hostPod, "node's network", 18081, true}} {
 		ws, err := dial(c.pod, portmux.ReverseProtocol, c.port)
 		if ws != nil {
 			ws.Close()
@@ -97,10 +106,10 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 		case errors.As(err, &notServed):
 			says = append(says, "not served")
 		case err == nil:
-			says, ok = append(says, "served"), false
+			says, ok = append(says, fmt.Sprintf("port %d served", c.port)), ok && !c.refused
 		default:
-			says = append(says, "refused ("+quoteShort(err)+")")
-			ok = ok && strings.Contains(err.Error(), c.want)
+			says = append(says, fmt.Sprintf("port %d refused (%s)", c.port, quoteShort(err)))
+			ok = ok && c.refused && strings.Contains(err.Error(), c.want)
 		}
 	}
 	ft.record(t, faultModesGuard, n.flavour, strings.Join(says, "; "), ok)
