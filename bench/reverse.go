@@ -42,10 +42,13 @@ import (
 const concurrentConns = 16
 
 // runServe is -role serve: kubestream serve on the reference runtime,
-// plain HTTP on loopback.
+// plain HTTP on loopback, with both port-forward modes on (they are off by
+// default; the reference runtime's pods share the host's network).
 func runServe() error {
 	so := serveapp.NewServeOptions()
 	so.Address, so.Port, so.InsecureDevelopmentHTTP = "127.0.0.1", 0, true
+	so.PortForwardModes.Reverse, so.PortForwardModes.UDP = "on", "on"
+	so.PortForwardModes.AllowHostNetwork = true
 	run, err := serveapp.Start(context.Background(), so)
 	if err != nil {
 		return err
