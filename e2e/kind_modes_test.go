@@ -46,6 +46,7 @@ func kindPortForwardModes(t *testing.T, kc func(*testing.T) *controlPlane, nodes
 		})
 	}
 	t.Run("rbac", func(t *testing.T) { modesRBAC(t, kc(t), plugin, kindPod(t, kc(t), "ws")) })
+	t.Run("operator", func(t *testing.T) { kindModesOperator(t, kc(t), plugin, nodes["ws"]) })
 }
 
 // buildPlugin builds cmd/kubectl-kubestream into a directory of its own,
