@@ -32,6 +32,9 @@ type stream struct {
 	fromNode bool // inbound bytes come from the node (client end)
 }
 
+// minChunk is the first chunk a connection's queued data is held in.
+const minChunk = 512
+
 func (m *mux) newStream(id uint32, conn net.Conn) *stream {
 	s := &stream{m: m, id: id, conn: conn, credit: Window, granted: Window, fromNode: !m.node}
 	s.cond = sync.NewCond(&s.mu)
@@ -55,14 +58,20 @@ func (s *stream) deliver(p []byte) error {
 		return fmt.Errorf("%w: connection %d: data past the window or after close-write", ErrFrame, s.id)
 	}
 	s.granted -= len(p)
-	// Copied into chunks of MaxData filled end to end, so what is held is
-	// the bytes queued (at most a Window) rounded up to a chunk, however
-	// small the frames: one allocation a frame would hold 8 MiB for a
-	// Window of one-byte frames.
+	// Copied into chunks filled end to end, so what is held is the bytes
+	// queued (at most a Window) and at most a chunk more, however small the
+	// frames: one allocation a frame would hold 8 MiB for a Window of
+	// one-byte frames. A chunk is twice the one before it, up to MaxData,
+	// so a short connection's few bytes cost a small allocation, not a
+	// MaxData one.
 	for len(p) > 0 {
 		last := len(s.in) - 1
 		if last < 0 || len(s.in[last]) == cap(s.in[last]) {
-			s.in = append(s.in, make([]byte, 0, MaxData))
+			size := minChunk
+			if last >= 0 {
+				size = min(MaxData, 2*cap(s.in[last]))
+			}
+			s.in = append(s.in, make([]byte, 0, max(size, min(len(p), MaxData))))
 			last++
 		}
 		c := s.in[last]
