@@ -86,7 +86,7 @@ func (ft *faultTable) String() string {
 }
 
 // kindFaults: what users have long reported of streaming on real nodes,
-// tried on each worker as a user would (issues 40 and 45). A pod's server
+// tried on each worker as a user would. A pod's server
 // resets one forwarded connection; kubectl is killed mid-session (a laptop
 // lid, a dropped VPN); containerd restarts mid-exec; a file goes in by
 // `cat >`; a reader is slow; many execs run at once; kubectl cp both ways;

@@ -23,8 +23,8 @@ import (
 	"github.com/kubestream/kubestream/internal/wiretest"
 )
 
-// kindPortForwardModes: kubestream's reverse and UDP port-forward (issue 47,
-// docs/port-forward-modes.md) through the cluster's unchanged apiserver,
+// kindPortForwardModes: kubestream's reverse and UDP port-forward
+// (docs/port-forward-modes.md) through the cluster's unchanged apiserver,
 // with the kubectl plugin as a user runs it (`kubectl kubestream …`, found
 // on PATH), on each worker whose kubelet runs kubestream; the stock
 // worker's kubelet must be named as the reason it fails.
@@ -128,7 +128,7 @@ func (l *resetFirst) Accept() (net.Conn, error) {
 	}
 }
 
-// reverseHTTP (issue 47 (a), (b)): a local HTTP server behind the pod's
+// reverseHTTP: a local HTTP server behind the pod's
 // 127.0.0.1:9090, fetched 100 times by the pod, 10 at once, every body
 // checked; then a local service that resets its first connection, behind
 // 9091: that fetch fails alone, the next ones through the same listener
