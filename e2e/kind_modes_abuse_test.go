@@ -6,16 +6,13 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
-	"k8s.io/client-go/tools/clientcmd"
 
 	pfapp "github.com/kubestream/kubestream/cmd/kubectl-kubestream/app"
 	"github.com/kubestream/kubestream/portmux"
@@ -32,24 +29,10 @@ var (
 )
 
 func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func(pod, proto string, ports ...int) (*websocket.Conn, error) {
-		q := url.Values{}
-		for _, p := range ports {
-			q.Add("ports", fmt.Sprint(p))
-		}
-		u, _ := url.Parse(strings.TrimRight(cfg.Host, "/") + "/api/v1/namespaces/default/pods/" + pod + "/portforward?" + q.Encode())
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		return pfapp.Dial(ctx, cfg, u, proto)
-	}
 	var notServed *pfapp.NotServedError
 
 	// The flood.
-	ws, err := dial(pod, portmux.UDPProtocol, 7000)
+	ws, err := kindModeDial(t, cp, pod, portmux.UDPProtocol, 7000)
 	switch {
 	case errors.As(err, &notServed):
 		ft.record(t, faultModesFlood, n.flavour, "not served", true)
@@ -65,7 +48,7 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 	for p := 2001; p <= 4000; p++ {
 		many = append(many, p)
 	}
-	ws, err = dial(pod, portmux.ReverseProtocol, many...)
+	ws, err = kindModeDial(t, cp, pod, portmux.ReverseProtocol, many...)
 	if ws != nil {
 		ws.Close()
 	}
@@ -90,7 +73,7 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 		t.Fatalf("the pod's ip_unprivileged_port_start: %q", start)
 	}
 	privileged := first > 80
-	hostPod := kindHostNetworkPod(t, cp, n.flavour)
+	hostPod := kindModesPod(t, cp, n.flavour, nil, true)
 	says := []string{"pod's unprivileged port start " + start}
 	ok := true
 	for _, c := range []struct {
@@ -98,7 +81,7 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 		port      int
 		refused   bool
 	}{{pod, "privileged", 80, privileged}, {hostPod, "node's network", 18081, true}} {
-		ws, err := dial(c.pod, portmux.ReverseProtocol, c.port)
+		ws, err := kindModeDial(t, cp, c.pod, portmux.ReverseProtocol, c.port)
 		if ws != nil {
 			ws.Close()
 		}
@@ -148,24 +131,6 @@ func modesFlood(t *testing.T, cp *controlPlane, n kindNode, ws *websocket.Conn) 
 	out := fmt.Sprintf("%d sent before the node ended it; goroutines %.0f → %.0f → %.0f, RSS %.0f → %.0f → %.0f MiB",
 		sent, g0, g1, g2, rss0/mib, rss1/mib, rss2/mib)
 	return out, sent < 300_000 && g1-g0 < 200 && g2-g0 < 50 && rss1-rss0 < 64*mib
-}
-
-// kindHostNetworkPod runs a host-network pod on the flavour's worker.
-func kindHostNetworkPod(t *testing.T, cp *controlPlane, flavour string) string {
-	name := fmt.Sprintf("hostnet-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
-	cp.apply(map[string]any{
-		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec": map[string]any{
-			"nodeSelector": map[string]string{"kubestream.io/flavour": flavour}, "hostNetwork": true,
-			"terminationGracePeriodSeconds": 1,
-			"containers": []any{map[string]any{"name": "app", "image": "docker.io/kubestream/busybox:e2e",
-				"imagePullPolicy": "Never", "command": []string{"sleep", "3600"}}},
-		},
-	})
-	t.Cleanup(func() { cp.kubectl(nil, "delete", "pod", name, "--grace-period=1", "--wait=false") })
-	cp.must(nil, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=3m")
-	return name
 }
 
 // quoteShort quotes the start of an error for a table cell.

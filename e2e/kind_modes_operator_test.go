@@ -105,10 +105,10 @@ func kindModeDial(t *testing.T, cp *controlPlane, pod, proto string, ports ...in
 	return ws, err
 }
 
-// kindModesPod runs a pod with annotations on the flavour's worker, on
-// the node's network when hostNetwork.
+// kindModesPod runs a pod with annotations (nil: none) on the flavour's
+// worker, on the node's network when hostNetwork.
 func kindModesPod(t *testing.T, cp *controlPlane, flavour string, annotations map[string]string, hostNetwork bool) string {
-	name := fmt.Sprintf("annotated-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
+	name := fmt.Sprintf("modes-%s-%d", flavour, time.Now().UnixNano()%1_000_000)
 	cp.apply(map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "default", "annotations": annotations},

@@ -48,13 +48,9 @@ type mux struct {
 	reserved int
 }
 
-// uncharge gives back what a node's connection or association held.
-func (m *mux) uncharge(window bool) {
-	if window {
-		m.mu.Lock()
-		m.reserved -= Window
-		m.mu.Unlock()
-	}
+// giveDescriptor gives back the descriptor a node's connection or
+// association took from budget.
+func (m *mux) giveDescriptor() {
 	if m.budget != nil {
 		m.budget.Give()
 	}

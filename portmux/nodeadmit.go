@@ -67,19 +67,24 @@ func (n *node) openAssoc(f Frame) error {
 	full := n.cfg.MaxConns > 0 && len(n.udp) >= n.cfg.MaxConns
 	n.mu.Unlock()
 	var reason string
+	capped := true // refused by a cap (counted), not for a port outside the session
 	switch {
 	case !allowed || n.cfg.UDP == nil:
-		reason = fmt.Sprintf("port %d is not forwarded in this session", f.Port)
-	case full, n.budget != nil && !n.budget.Take():
+		reason, capped = fmt.Sprintf("port %d is not forwarded in this session", f.Port), false
+	case full:
+		reason = fmt.Sprintf("too many UDP associations in this session (at most %d)", n.cfg.MaxConns)
+	case n.budget != nil && !n.budget.Take():
+		reason = "too many streaming sessions and connections on this node"
+	}
+	if reason != "" && capped {
 		n.refuse.Add(1)
-		reason = fmt.Sprintf("too many UDP associations in this session (at most %d) or on this node", n.cfg.MaxConns)
 	}
 	if reason != "" {
 		return n.refuseAssoc(f.ID, reason)
 	}
 	c, err := n.cfg.UDP.DialUDP(f.Port)
 	if err != nil {
-		n.uncharge(false)
+		n.giveDescriptor()
 		return n.refuseAssoc(f.ID, err.Error())
 	}
 	a := &assoc{m: n.mux, id: f.ID, conn: c, owned: true, last: time.Now()}
@@ -91,7 +96,7 @@ func (n *node) openAssoc(f Frame) error {
 	n.mu.Unlock()
 	if over {
 		_ = c.Close() // the session ended meanwhile
-		n.uncharge(false)
+		n.giveDescriptor()
 		return nil
 	}
 	n.conns.Add(1)

@@ -222,9 +222,12 @@ func (s *stream) release(abrupt bool) bool {
 	}
 	s.m.mu.Lock()
 	delete(s.m.conns, s.id)
+	if s.m.node { // every node stream was charged by admitConn
+		s.m.reserved -= Window
+	}
 	s.m.mu.Unlock()
 	if s.m.node {
-		s.m.uncharge(true) // every node stream was charged by admitConn
+		s.m.giveDescriptor()
 	}
 	return true
 }

@@ -47,7 +47,7 @@ func (a *assoc) close() bool {
 	a.mu.Unlock()
 	if a.owned {
 		_ = a.conn.Close() // done with it: a failed close changes nothing
-		a.m.uncharge(false)
+		a.m.giveDescriptor()
 	}
 	a.m.mu.Lock()
 	if a.m.udp[a.id] == a {
