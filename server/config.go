@@ -139,11 +139,11 @@ type Server struct {
 	baseCtx    context.Context // cancelled by Shutdown; ends every session
 	cancelBase context.CancelCauseFunc
 	// sessions counts admitted requests; under mu, once stopping (Shutdown
-	// began) no request is admitted, so Shutdown's wait cannot miss one.
+	// or Drain began) no request is admitted, so their wait cannot miss one.
 	sessions sync.WaitGroup
 	mu       sync.Mutex
 	stopping bool
-	// drained closes once every admitted session ended after Shutdown.
+	// drained closes once every admitted session ended after Shutdown or Drain.
 	drainOnce sync.Once
 	drained   chan struct{}
 }

@@ -117,9 +117,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping = true // requests from now on get 503
 	s.mu.Unlock()
 	s.cancelBase(translator.Stopping(s.cfg.ShutdownMessage))
-	// One waiter for every call: a Shutdown that times out leaves it to
-	// end with the last session (each was just told to end), not a
-	// goroutine a call.
+	return s.wait(ctx)
+}
+
+// Drain refuses new sessions (503) and waits, or for ctx, for those
+// running to end on their own, telling them nothing: a node that hands
+// its work to another process (a rolling update) lets them finish. A
+// Shutdown after it ends those still running.
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	return s.wait(ctx)
+}
+
+// wait waits for every admitted session to end, or for ctx.
+func (s *Server) wait(ctx context.Context) error {
+	// One waiter for every call: a call that times out leaves it to end
+	// with the last session, not a goroutine a call.
 	s.drainOnce.Do(func() {
 		s.drained = make(chan struct{})
 		go func() {

@@ -1,7 +1,8 @@
 // Copyright 2026 The kubestream Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command kubestream runs the kubelet-side streaming server (serve), a
+// Command kubestream runs the kubelet-side streaming server (serve), the
+// whole kubelet API in front of a stock kubelet (node), a
 // self-contained demonstration (demo) and client-go based clients (exec,
 // attach, port-forward) for humans and scripts.
 package main
@@ -48,7 +49,7 @@ func newRoot() *cobra.Command {
 	gfs := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(gfs)
 	root.PersistentFlags().AddGoFlagSet(gfs)
-	root.AddCommand(newServe(), newDemo(), newRemoteCommand("exec"), newRemoteCommand("attach"), newPortForward(), newRecordings(), newReplay())
+	root.AddCommand(newServe(), newNode(), newDemo(), newRemoteCommand("exec"), newRemoteCommand("attach"), newPortForward(), newRecordings(), newReplay())
 	return root
 }
 
@@ -60,6 +61,26 @@ func newServe() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			run, err := app.Start(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			<-cmd.Context().Done()
+			run.Stop()
+			return nil
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func newNode() *cobra.Command {
+	o := app.NewNodeOptions()
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Serve the whole kubelet API in front of a node's stock kubelet (docs/node.md): streaming by kubestream, the rest passed to the kubelet",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			run, err := app.StartNode(cmd.Context(), o)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
@@ -46,6 +47,9 @@ func newServingTLS(certFile, keyFile, caFile string) (*servingTLS, error) {
 	s := &servingTLS{certFile: certFile, keyFile: keyFile, caFile: caFile}
 	if _, err := s.loadCert(); err != nil {
 		return nil, err
+	}
+	if caFile == "" {
+		return s, nil // no client certificate verifies (a kubelet without x509.clientCAFile)
 	}
 	if _, err := s.loadCA(); err != nil {
 		return nil, err
@@ -142,6 +146,31 @@ func (s *servingTLS) authenticator() *x509request.Authenticator {
 	}, x509request.CommonNameUserConversion)
 }
 
+// servingTLS is also the client CA for k8s.io/apiserver's delegating
+// authenticator (dynamiccertificates.CAContentProvider): kubestream node
+// authenticates as the kubelet does, through the same code.
+
+// Name names the bundle in the authenticator's logs.
+func (s *servingTLS) Name() string { return "client-ca-bundle" }
+
+// CurrentCABundleContent is the bundle's PEM.
+func (s *servingTLS) CurrentCABundleContent() []byte {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.caPEM
+}
+
+// VerifyOptions verifies client certificates against the current bundle;
+// false while there is none.
+func (s *servingTLS) VerifyOptions() (x509.VerifyOptions, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.verifyCA, s.caPEM != nil
+}
+
+// AddListener is not needed: VerifyOptions is read per request.
+func (s *servingTLS) AddListener(dynamiccertificates.Listener) {}
+
 // reload checks both files every period until ctx ends.
 func (s *servingTLS) reload(ctx context.Context, period time.Duration, m *server.Metrics) {
 	logger := klog.FromContext(ctx)
@@ -158,6 +187,9 @@ func (s *servingTLS) reload(ctx context.Context, period time.Duration, m *server
 			m.TLSReloadFailed("serving-cert")
 		} else if changed {
 			logger.Info("Reloaded the serving certificate", "file", s.certFile)
+		}
+		if s.caFile == "" {
+			continue
 		}
 		if changed, err := s.loadCA(); err != nil {
 			logger.Error(err, "Reloading the client CA bundle failed; keeping the last good one")

@@ -1,0 +1,166 @@
+// Copyright 2026 The kubestream Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/klog/v2"
+)
+
+// OwnMetricsPath is where kubestream's own metrics are served, below the
+// kubelet's /metrics (so they need get nodes/metrics, as the kubelet's).
+const OwnMetricsPath = "/metrics/kubestream"
+
+// Authorizer is the one method the front door asks of an authorizer
+// (server.Authorizer's).
+type Authorizer interface {
+	Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
+}
+
+// Config is what a Handler serves with.
+type Config struct {
+	// NodeName is the name requests are authorized against (nodes/NAME).
+	NodeName string
+	// Streaming serves /exec, /attach and /portForward: kubestream's
+	// server, configured with the same Authenticator and Authorizer and
+	// with Attributes as its request attributes.
+	Streaming http.Handler
+	// Own serves kubestream's own metrics at OwnMetricsPath.
+	Own http.Handler
+	// Kubelet is the local kubelet's URL (https://127.0.0.1:10250), and
+	// Transport reaches it with kubestream's own credential
+	// (KubeletTransport).
+	Kubelet   *url.URL
+	Transport http.RoundTripper
+	// Authenticator and Authorizer are the kubelet's: its client CA,
+	// TokenReview and anonymous setting; its authorization mode.
+	Authenticator authenticator.Request
+	Authorizer    Authorizer
+}
+
+// Handler is the node's front door (see the package doc).
+type Handler struct {
+	cfg   Config
+	proxy *httputil.ReverseProxy
+}
+
+// New checks cfg and returns its Handler.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case cfg.Streaming == nil || cfg.Own == nil:
+		return nil, errors.New("frontdoor: Config needs Streaming and Own")
+	case cfg.Kubelet == nil || cfg.Transport == nil:
+		return nil, errors.New("frontdoor: Config needs the kubelet's URL and a Transport")
+	case cfg.Authenticator == nil || cfg.Authorizer == nil:
+		return nil, errors.New("frontdoor: Config needs an Authenticator and an Authorizer")
+	}
+	h := &Handler{cfg: cfg}
+	kubelet := cfg.Kubelet
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(kubelet)
+			pr.Out.Host = "" // the kubelet's own, as the URL says
+			// The caller's credential stays here; the Transport adds
+			// kubestream's.
+			pr.Out.Header.Del("Authorization")
+		},
+		Transport: cfg.Transport,
+		// A response of unknown length (logs -f) is flushed as each read
+		// returns (ReverseProxy's rule); one of known length is copied
+		// through its 32 KiB buffer.
+		ErrorHandler: h.kubeletError,
+	}
+	return h, nil
+}
+
+// ServeHTTP routes a request: streaming paths to kubestream's server, its
+// own metrics, and everything else through the guard to the kubelet.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case isStreaming(r.URL.Path):
+		h.cfg.Streaming.ServeHTTP(w, r)
+	case r.URL.Path == OwnMetricsPath:
+		h.guard(w, r, h.cfg.Own)
+	default:
+		h.guard(w, r, h.proxy)
+	}
+}
+
+// isStreaming says whether path is one kubestream's server routes:
+// /exec and /attach with a namespace, pod, optional UID and container;
+// /portForward with a namespace, pod and optional UID. Any other shape
+// goes to the kubelet, which answers it as it would.
+func isStreaming(path string) bool {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for _, p := range parts {
+		if p == "" {
+			return false
+		}
+	}
+	switch parts[0] {
+	case "exec", "attach":
+		return len(parts) == 4 || len(parts) == 5
+	case "portForward":
+		return len(parts) == 3 || len(parts) == 4
+	}
+	return false
+}
+
+// guard authenticates and authorizes r as the kubelet's filter does, with
+// its statuses and texts, then hands it to next.
+func (h *Handler) guard(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	logger := klog.FromContext(r.Context())
+	resp, ok, err := h.cfg.Authenticator.AuthenticateRequest(r)
+	if err != nil || !ok {
+		logger.V(2).Info("Unauthenticated kubelet API request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		writeError(w, http.StatusUnauthorized, "Unauthorized")
+		return
+	}
+	u := resp.User
+	attrs := Attributes(h.cfg.NodeName, u, r)
+	var subresources []string
+	for _, a := range attrs {
+		subresources = append(subresources, a.GetSubresource())
+		decision, _, err := h.cfg.Authorizer.Authorize(r.Context(), a)
+		if err != nil && decision != authorizer.DecisionAllow {
+			logger.Error(err, "Authorization error", "user", u.GetName(), "verb", a.GetVerb(), "subresource", a.GetSubresource())
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
+				u.GetName(), a.GetVerb(), a.GetResource(), a.GetSubresource()))
+			return
+		}
+		if decision == authorizer.DecisionAllow {
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+	logger.V(2).Info("Forbidden", "user", u.GetName(), "verb", attrs[0].GetVerb(), "subresources", subresources)
+	writeError(w, http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
+		u.GetName(), attrs[0].GetVerb(), attrs[0].GetResource(), subresources))
+}
+
+// kubeletError answers a request the kubelet did not: 502, saying so,
+// unless the caller itself went away.
+func (h *Handler) kubeletError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return
+	}
+	klog.FromContext(r.Context()).Error(err, "The kubelet did not answer", "path", r.URL.Path)
+	writeError(w, http.StatusBadGateway, fmt.Sprintf("kubestream: the kubelet at %s did not answer: %v", h.cfg.Kubelet.Host, err))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg))
+}
