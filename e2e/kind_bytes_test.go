@@ -46,6 +46,9 @@ var (
 	faultCopy      = faultCase{"kubectl cp of 128 MiB each way: checksums", kubestreamWorkers}
 	faultKubelet   = faultCase{"kubelet restarted mid-exec (twice): kubectl's exit and message", kubestreamWorkers}
 	faultKubeletPs = faultCase{"kubelet restarted mid-exec: the sessions' processes after", kubestreamWorkers}
+	// Where kubestream runs beside the kubelet, not in it, a kubelet
+	// restart does not touch its sessions.
+	faultKubeletGoesOn = faultCase{"kubelet restarted mid-exec (twice), kubestream beside it: the session goes on, and kubectl's exit is the process's", map[string]bool{"daemon": true}}
 )
 
 // faultStdinIntoFile: a file copied in by `cat >`, as users do when the
@@ -156,6 +159,10 @@ func faultCopyBothWays(t *testing.T, cp *controlPlane, ft *faultTable, flavour, 
 // the moment the kubelet leaves before it exits: how often it arrives is
 // counted), and no process of the sessions is left.
 func faultKubeletRestart(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
+	if n.flavour == "daemon" {
+		faultKubeletRestartBeside(t, cp, ft, n, pod)
+		return
+	}
 	marker := "kubelet-restart-" + n.flavour
 	told, failed := 0, 0
 	var last string
@@ -188,6 +195,28 @@ func faultKubeletRestart(t *testing.T, cp *controlPlane, ft *faultTable, n kindN
 		outcome = "a process still runs"
 	}
 	ft.record(t, faultKubeletPs, n.flavour, outcome, !left)
+}
+
+// faultKubeletRestartBeside: on the daemon worker the kubelet restarts
+// twice under an exec that kubestream node carries; the exec goes on,
+// prints its last line, and kubectl exits with the process's own code.
+func faultKubeletRestartBeside(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode, pod string) {
+	cmd, stdin, sc, stderr := cp.startKubectl(t, true, "exec", "-i", pod, "-c", "app", "--", "sh", "-c",
+		"echo started; read _; echo after the restarts; exit 7")
+	for sc.Scan() && sc.Text() != "started" {
+	}
+	for range kubeletRestarts {
+		nodeExec(t, n, "systemctl", "restart", "kubelet")
+		cp.must(nil, "wait", "--for=condition=Ready", "node/"+n.name, "--timeout=2m")
+	}
+	fmt.Fprintln(stdin, "go on")
+	var rest []string
+	for sc.Scan() {
+		rest = append(rest, sc.Text())
+	}
+	code := exitCode(t, cmd.Wait())
+	outcome := fmt.Sprintf("exit %d, then %q; stderr %q", code, rest, lastLine(stderr.String()))
+	ft.record(t, faultKubeletGoesOn, n.flavour, outcome, code == 7 && len(rest) == 1 && rest[0] == "after the restarts")
 }
 
 func match(ok bool) string {

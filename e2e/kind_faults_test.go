@@ -41,7 +41,7 @@ var (
 // The workers a fault's result is asserted on: those whose kubelet runs
 // kubestream, and those whose runtime runs its runtime-side server too.
 var (
-	kubestreamWorkers = map[string]bool{"ws": true, "skew": true, "crio": true}
+	kubestreamWorkers = map[string]bool{"ws": true, "skew": true, "crio": true, "daemon": true}
 	nativeWorkers     = map[string]bool{"ws": true, "crio": true}
 )
 
@@ -72,7 +72,7 @@ func (ft *faultTable) record(t *testing.T, c faultCase, flavour, outcome string,
 
 func (ft *faultTable) String() string {
 	var b strings.Builder
-	b.WriteString("| case | ws | skew | stock | crio |\n|---|---|---|---|---|\n")
+	b.WriteString("| case | ws | skew | stock | crio | daemon |\n|---|---|---|---|---|---|\n")
 	names := make([]string, 0, len(ft.rows))
 	for name := range ft.rows {
 		names = append(names, name)
@@ -80,7 +80,7 @@ func (ft *faultTable) String() string {
 	sort.Strings(names)
 	for _, name := range names {
 		r := ft.rows[name]
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, r["ws"], r["skew"], r["stock"], r["crio"])
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name, r["ws"], r["skew"], r["stock"], r["crio"], r["daemon"])
 	}
 	return b.String()
 }

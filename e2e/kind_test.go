@@ -27,7 +27,7 @@ type kindNode struct {
 
 // kindFlavours are the workers' flavours (hack/kind/flavours), one worker
 // each.
-var kindFlavours = []string{"ws", "skew", "stock", "crio"}
+var kindFlavours = []string{"ws", "skew", "stock", "crio", "daemon"}
 
 // runtime is the systemd unit of the node's container runtime.
 func (n kindNode) runtime() string {
@@ -170,6 +170,9 @@ func TestKind(t *testing.T) {
 
 	// The faults users meet, on each worker side by side.
 	t.Run("faults", func(t *testing.T) { kindFaults(t, kc, nodes) })
+
+	// kubestream node in front of the daemon worker's stock kubelet.
+	t.Run("daemon", func(t *testing.T) { kindDaemon(t, kc, nodes) })
 
 	// The stock worker's kubelet replaced by the patched one on the live
 	// node (its systemd restarts it with the new binary) while a session
@@ -385,8 +388,14 @@ type kindCounts struct {
 
 func kindMetrics(t *testing.T, cp *controlPlane, n kindNode) kindCounts {
 	c := kindCounts{routes: map[string]float64{}}
+	// kubestream node serves its own series at /metrics/streaming alone;
+	// a patched kubelet has them on /metrics too.
+	path := "/metrics"
+	if n.flavour == "daemon" {
+		path = "/metrics/streaming"
+	}
 	for _, route := range []string{"direct", "translated", "tunneled", "proxied-spdy", "proxied-websocket"} {
-		c.routes[route] = nodeMetric(t, cp, n, "/metrics", "kubestream_streaming_requests_total", `route="`+route+`"`)
+		c.routes[route] = nodeMetric(t, cp, n, path, "kubestream_streaming_requests_total", `route="`+route+`"`)
 	}
 	c.upstream = nodeMetric(t, cp, n, "/metrics", "kubelet_websocket_streaming_requests_total")
 	if n.native() {
@@ -427,9 +436,14 @@ func kindRoutes(t *testing.T, n kindNode, before, after kindCounts) {
 		if rt["v5.channel.k8s.io"] == 0 || rt["SPDY/3.1+portforward.k8s.io"] == 0 {
 			t.Errorf("%s's server counted %v", n.runtime(), rt)
 		}
-	case "skew":
+	case "skew", "daemon":
 		if d["translated"] < 6 || d["tunneled"] < 1 || d["direct"] != 0 {
-			t.Errorf("on skew kubestream translates to the runtime's SPDY: %v", d)
+			t.Errorf("on %s kubestream translates to the runtime's SPDY: %v", n.flavour, d)
+		}
+		// On daemon, kubestream node takes the sessions before the
+		// kubelet, whose own counter stays where it was.
+		if n.flavour == "daemon" && up != 0 {
+			t.Errorf("on daemon the stock kubelet behind kubestream counted %v WebSocket sessions", up)
 		}
 	case "stock":
 		if sum := d["direct"] + d["translated"] + d["tunneled"] + d["proxied-spdy"] + d["proxied-websocket"]; sum != 0 || up < 6 {

@@ -17,9 +17,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// OwnMetricsPath is where kubestream's own metrics are served, below the
-// kubelet's /metrics (so they need get nodes/metrics, as the kubelet's).
-const OwnMetricsPath = "/metrics/kubestream"
+// OwnMetricsPath is where kubestream's own metrics are served, as a
+// patched kubelet serves them: below the kubelet's /metrics, so they need
+// get nodes/metrics as the kubelet's do.
+const OwnMetricsPath = "/metrics/streaming"
 
 // Authorizer is the one method the front door asks of an authorizer
 // (server.Authorizer's).

@@ -3,8 +3,9 @@
 # Docker engine, with nothing pulled (manifests/kind/cluster.yaml).
 #
 #   hack/kind.sh up       build what the cluster needs (cached by its inputs) and create
-#                         cluster "kubestream": a control plane and workers ws, skew, stock, crio;
-#                         then exec through each worker; prints KUBECONFIG=...
+#                         cluster "kubestream": a control plane and workers ws, skew, stock, crio,
+#                         daemon; install kubestream node on daemon (manifests/node); then exec
+#                         through each worker; prints KUBECONFIG=...
 #   hack/kind.sh e2e      up, the e2e (e2e/kind_test.go) through the cluster's kubeconfig, down
 #                         (KIND_KEEP=1: the cluster stays up if the e2e passed)
 #   hack/kind.sh down     delete the cluster and its network, by name
@@ -30,7 +31,7 @@ NAME=kubestream
 
 CLUSTER=kubestream
 # The workers' flavours (hack/kind/flavours), one worker each.
-FLAVOURS="ws skew stock crio"
+FLAVOURS="ws skew stock crio daemon"
 NET=kubestream-kind
 KUBECONFIG_OUT=$ROOT/_output/kind/kubeconfig
 
@@ -381,6 +382,7 @@ up() {
 	rm -f "$KUBECONFIG_OUT.Corefile"
 	kc -n kube-system rollout restart deployment/coredns >/dev/null
 	kc -n kube-system rollout status deployment/coredns --timeout=3m >/dev/null
+	install_node
 	kc get nodes -L kubestream.io/flavour
 	for flavour in $FLAVOURS; do
 		node=$(kc get nodes -l "kubestream.io/flavour=$flavour" -o jsonpath='{.items[0].metadata.name}')
@@ -393,6 +395,18 @@ up() {
 		kc delete pod "demo-$flavour" --wait=false >/dev/null
 	done
 	echo "KUBECONFIG=$KUBECONFIG_OUT"
+}
+
+# install_node installs kubestream node on the daemon worker as a user
+# would: its image (hack/image.sh, built here) into the node's containerd,
+# then kubectl apply -k (hack/kind/node: manifests/node on that worker).
+install_node() {
+	local tar node
+	tar=$(hack/image.sh)
+	node=$(kc get nodes -l kubestream.io/flavour=daemon -o jsonpath='{.items[0].metadata.name}')
+	docker exec -i "$node" ctr -n k8s.io images import - <"$tar" >/dev/null
+	kc apply -k hack/kind/node >/dev/null
+	kc -n kubestream-system rollout status daemonset/kubestream --timeout=3m >/dev/null
 }
 
 # down deletes the cluster (kind removes its containers and their volumes)

@@ -83,7 +83,8 @@ func (r *Running) probes(ctx context.Context, o *NodeOptions, srv *server.Server
 		return fmt.Errorf("listening for probes: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/healthz", srv) // the server's own /healthz: the runtime answers
+	mux.Handle("/healthz", srv) // the server's own: the runtime answers
+	mux.Handle("/livez", srv)   // the process serves (liveness must not fail with the runtime)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready: starting or stopping", http.StatusServiceUnavailable)
