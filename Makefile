@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build plugin test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
+.PHONY: run run-containerd build plugin image test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -23,6 +23,11 @@ build:
 ## plugin: the kubectl plugin, bin/kubectl-kubestream; on PATH, kubectl runs it as `kubectl kubestream`.
 plugin:
 	$(GO) build -o bin/kubectl-kubestream ./cmd/kubectl-kubestream
+
+## image: kubestream's container image (kubestream node, manifests/node) as an OCI tarball, _output/kubestream-image.tar,
+## built here with no registry (hack/image.sh); load it with `ctr -n k8s.io images import` or `kind load image-archive`.
+image:
+	hack/image.sh _output/kubestream-image.tar
 
 ## test: vet, format check, the docs' references (lint), and the conformance suite under the race detector (client-go's real clients against kubestream serve).
 test: lint

@@ -89,8 +89,48 @@ func TestManifests(t *testing.T) {
 				workers = append(workers, flavour)
 			}
 		}
-		if strings.Join(workers, " ") != "ws skew stock crio" || cfg.Nodes[0].Role != "control-plane" {
-			t.Errorf("nodes: control plane first, then workers ws, skew, stock, crio; got %+v", cfg.Nodes)
+		if strings.Join(workers, " ") != "ws skew stock crio daemon" || cfg.Nodes[0].Role != "control-plane" {
+			t.Errorf("nodes: control plane first, then workers ws, skew, stock, crio, daemon; got %+v", cfg.Nodes)
+		}
+	})
+	// manifests/node: the DaemonSet's arguments are kubestream node's
+	// flags with values it takes, its configuration file loads, and the
+	// kind overlay's patch of the drain timeout names the argument there.
+	t.Run("node", func(t *testing.T) {
+		b, err := os.ReadFile("../manifests/node/daemonset.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						HostNetwork bool `json:"hostNetwork"`
+						Containers  []struct {
+							Args []string `json:"args"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(b, &ds); err != nil {
+			t.Fatal(err)
+		}
+		pod := ds.Spec.Template.Spec
+		if !pod.HostNetwork || len(pod.Containers) != 1 || len(pod.Containers[0].Args) < 6 || pod.Containers[0].Args[0] != "node" {
+			t.Fatalf("the DaemonSet's pod: %+v", pod)
+		}
+		o := app.NewNodeOptions()
+		fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(pod.Containers[0].Args[1:]); err != nil {
+			t.Fatalf("the DaemonSet's flags: %v", err)
+		}
+		if pod.Containers[0].Args[5] != "--drain-timeout=2m" {
+			t.Errorf("hack/kind/node patches args[5] as the drain timeout; it is %q", pod.Containers[0].Args[5])
+		}
+		if _, err := config.Load("../manifests/node/config.yaml"); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("systemd", func(t *testing.T) {
