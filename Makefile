@@ -85,7 +85,7 @@ test-kubelet-stock:
 test-chain:
 	$(GUARD) hack/kubelet-e2e.sh 2.4-ws
 
-## test-kind: the kind cluster (hack/kind.sh e2e): a control plane and workers ws, skew, stock and crio, built offline
+## test-kind: the kind cluster (hack/kind.sh e2e): a control plane and workers ws, skew, stock, crio and daemon, built offline
 ## and booted as this Docker engine allows (without --privileged where it refuses it); kubectl exec, cp, attach,
 ## port-forward and logs on each worker, a pod deleted under an exec, a kubelet replaced on a live node, a node
 ## restarted; the host's kernel settings untouched. The first run builds for ~25 minutes, a warm one ~8.

@@ -44,8 +44,9 @@ type kubeletCaller struct {
 }
 
 // daemonAuthorization: every kubelet path × caller, at the daemon worker's
-// kubelet port (kubestream node, by the redirect) and at the stock worker's
-// (the same kubelet v1.37.2, alone): the same status.
+// kubelet port (kubestream node, by the redirect), at the ws worker's (the
+// kubelet v1.37.2 with kubestream linked in) and at the stock worker's (the
+// same kubelet, alone): the same status from all three.
 func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNode) {
 	dir := t.TempDir()
 	for _, f := range []string{"apiserver-kubelet-client.crt", "apiserver-kubelet-client.key"} {
@@ -74,7 +75,11 @@ func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNo
 		{name: "a token no one issued", token: "forged"},
 		{name: "anonymous"},
 	}
-	pods := map[string]string{"daemon": kindPod(t, cp, "daemon"), "stock": kindPod(t, cp, "stock")}
+	compared := []string{"daemon", "ws", "stock"}
+	pods := map[string]string{}
+	for _, f := range compared {
+		pods[f] = kindPod(t, cp, f)
+	}
 	paths := func(pod string) [][2]string {
 		return [][2]string{
 			{"GET", "/pods"}, {"GET", "/runningpods/"}, {"GET", "/healthz"}, {"GET", "/configz"}, {"GET", "/flagz"}, {"GET", "/statusz"},
@@ -94,7 +99,7 @@ func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNo
 		}
 		for i, p := range paths(pods["daemon"]) {
 			got := map[string]int{}
-			for _, flavour := range []string{"daemon", "stock"} {
+			for _, flavour := range compared {
 				path := paths(pods[flavour])[i][1]
 				req, _ := http.NewRequest(p[0], "https://"+net.JoinHostPort(nodes[flavour].ip, "10250")+path, nil)
 				if c.token != "" {
@@ -107,13 +112,14 @@ func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNo
 				resp.Body.Close()
 				got[flavour] = resp.StatusCode
 			}
-			if got["daemon"] != got["stock"] {
+			if got["daemon"] != got["stock"] || got["ws"] != got["stock"] {
 				differ++
-				t.Errorf("%s %s as %s: %d through kubestream node, %d from the stock kubelet", p[0], p[1], c.name, got["daemon"], got["stock"])
+				t.Errorf("%s %s as %s: %d through kubestream node, %d from the kubelet with kubestream, %d from the stock kubelet",
+					p[0], p[1], c.name, got["daemon"], got["ws"], got["stock"])
 			}
 		}
 	}
-	t.Logf("%d paths × %d callers: %d answers differ between kubestream node and the stock kubelet", len(paths("")), len(callers), differ)
+	t.Logf("%d paths × %d callers: %d answers differ between kubestream node, the kubelet with kubestream and the stock kubelet", len(paths("")), len(callers), differ)
 }
 
 // daemonRollingUpdate: a rolling update of the DaemonSet mid-exec; the

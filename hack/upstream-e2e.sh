@@ -33,7 +33,7 @@ KUBECONFIG_KIND=$ROOT/_output/kind/kubeconfig
 REPO=localhost:5000
 # The cluster's workers, and those a run passes over (UPSTREAM_E2E_FLAVOURS
 # picks some; the others stay cordoned through every pass).
-WORKERS=(ws skew stock crio)
+WORKERS=(ws skew stock crio daemon)
 read -r -a FLAVOURS <<<"${UPSTREAM_E2E_FLAVOURS:-${WORKERS[*]}}"
 # ginkgo processes per pass: the cases mostly wait for pods.
 PROCS=${UPSTREAM_E2E_PROCS:-6}
