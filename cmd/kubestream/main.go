@@ -61,12 +61,7 @@ func newServe() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			run, err := app.Start(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			<-cmd.Context().Done()
-			run.Stop()
-			return nil
+			return untilDone(cmd.Context(), run, err)
 		},
 	}
 	o.AddFlags(cmd.Flags())
@@ -81,16 +76,22 @@ func newNode() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			run, err := app.StartNode(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			<-cmd.Context().Done()
-			run.Stop()
-			return nil
+			return untilDone(cmd.Context(), run, err)
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// untilDone keeps a started server running until ctx ends (SIGINT or
+// SIGTERM: main's context), then stops it.
+func untilDone(ctx context.Context, run *app.Running, err error) error {
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	run.Stop()
+	return nil
 }
 
 func newRemoteCommand(sub string) *cobra.Command {
