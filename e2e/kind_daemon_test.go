@@ -120,6 +120,7 @@ func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNo
 		}
 	}
 	t.Logf("%d paths × %d callers: %d answers differ between kubestream node, the kubelet with kubestream and the stock kubelet", len(paths("")), len(callers), differ)
+	t.Run("pass-through-cost", func(t *testing.T) { daemonPassThroughCost(t, cp.forTest(t), nodes, apiserver) })
 }
 
 // daemonRollingUpdate: a rolling update of the DaemonSet mid-exec; the
