@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kubestream/kubestream/server"
 )
 
 // Attributes returns what a request for path must be authorized as, as
@@ -46,29 +48,12 @@ func Attributes(nodeName string, u user.Info, r *http.Request) []authorizer.Attr
 	}
 	attrs := make([]authorizer.Attributes, 0, len(subresources))
 	for _, sub := range subresources {
-		attrs = append(attrs, authorizer.AttributesRecord{User: u, Verb: Verb(r.Method), APIVersion: "v1",
+		attrs = append(attrs, authorizer.AttributesRecord{User: u, Verb: server.Verb(r.Method), APIVersion: "v1",
 			Resource: "nodes", Subresource: sub, Name: nodeName, ResourceRequest: true, Path: path})
 	}
 	return attrs
 }
 
-// Verb is the kubelet's verb for an HTTP method ("" for the others, which
-// no rule grants).
-func Verb(method string) string {
-	switch method {
-	case http.MethodPost:
-		return "create"
-	case http.MethodGet:
-		return "get"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		return "delete"
-	}
-	return ""
-}
 
 // isSubpath is the kubelet's: sub is path, or below it.
 func isSubpath(sub, path string) bool {

@@ -22,5 +22,6 @@
 // the guard), attributes.go (the kubelet's path mapping), kubelet.go (the
 // credential and TLS that reach the kubelet). Nothing runs back up.
 //
-// Who imports it: kubestream node (cmd/kubestream/app).
+// Who imports it: kubestream node (cmd/kubestream/app). It uses server for
+// the kubelet's verbs and the Authorizer interface, nothing else.
 package frontdoor

@@ -15,18 +15,14 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestream/kubestream/server"
 )
 
 // OwnMetricsPath is where kubestream's own metrics are served, as a
 // patched kubelet serves them: below the kubelet's /metrics, so they need
 // get nodes/metrics as the kubelet's do.
 const OwnMetricsPath = "/metrics/streaming"
-
-// Authorizer is the one method the front door asks of an authorizer
-// (server.Authorizer's).
-type Authorizer interface {
-	Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
-}
 
 // Config is what a Handler serves with.
 type Config struct {
@@ -46,7 +42,7 @@ type Config struct {
 	// Authenticator and Authorizer are the kubelet's: its client CA,
 	// TokenReview and anonymous setting; its authorization mode.
 	Authenticator authenticator.Request
-	Authorizer    Authorizer
+	Authorizer    server.Authorizer
 }
 
 // Handler is the node's front door (see the package doc).

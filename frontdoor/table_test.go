@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/kubestream/kubestream/server"
 )
 
 // kubeletPaths are the kubelet v1.37 API's paths with the subresources of
@@ -48,7 +50,7 @@ func TestAttributesAreTheKubelets(t *testing.T) {
 		r, _ := http.NewRequest(p.method, "https://node"+p.path, nil)
 		var got []string
 		for _, a := range Attributes("kind-worker", testUsers["nothing-token"], r) {
-			if a.GetResource() != "nodes" || a.GetName() != "kind-worker" || a.GetVerb() != Verb(p.method) || a.GetAPIVersion() != "v1" || !a.IsResourceRequest() {
+			if a.GetResource() != "nodes" || a.GetName() != "kind-worker" || a.GetVerb() != server.Verb(p.method) || a.GetAPIVersion() != "v1" || !a.IsResourceRequest() {
 				t.Errorf("%s %s: attributes %+v", p.method, p.path, a)
 			}
 			got = append(got, a.GetSubresource())

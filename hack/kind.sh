@@ -404,7 +404,8 @@ install_node() {
 	local tar node
 	tar=$(hack/image.sh)
 	node=$(kc get nodes -l kubestream.io/flavour=daemon -o jsonpath='{.items[0].metadata.name}')
-	docker exec -i "$node" ctr -n k8s.io images import - <"$tar" >/dev/null
+	docker cp "$tar" "$node:/kind/kubestream-image.tar"
+	docker exec "$node" sh -c 'ctr -n k8s.io images import /kind/kubestream-image.tar >/dev/null && rm /kind/kubestream-image.tar'
 	kc apply -k hack/kind/node >/dev/null
 	kc -n kubestream-system rollout status daemonset/kubestream --timeout=3m >/dev/null
 }

@@ -196,7 +196,7 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 			}
 			u = resp.User
 		}
-		verb := verbFor(r.Method)
+		verb := Verb(r.Method)
 		if subresource == "proxy" && !s.cfg.StreamingVerbByMethod {
 			verb = "create"
 		}
@@ -249,16 +249,20 @@ type withVerb struct {
 
 func (a withVerb) GetVerb() string { return a.verb }
 
-func verbFor(method string) string {
+// Verb is the kubelet's verb for an HTTP method: get, create, update,
+// patch, delete; "" for any other method, which no rule grants.
+func Verb(method string) string {
 	switch method {
+	case http.MethodGet:
+		return "get"
 	case http.MethodPost:
 		return "create"
 	case http.MethodPut:
 		return "update"
-	case http.MethodDelete:
-		return "delete"
 	case http.MethodPatch:
 		return "patch"
+	case http.MethodDelete:
+		return "delete"
 	}
-	return "get"
+	return ""
 }
