@@ -42,12 +42,13 @@ func (n kindNode) runtime() string {
 func (n kindNode) native() bool { return n.flavour == "ws" || n.flavour == "crio" }
 
 // TestKind runs kubectl, through the kind cluster's own kubeconfig, against
-// pods on its four workers (manifests/kind/cluster.yaml): ws (the kubelet
+// pods on its five workers (manifests/kind/cluster.yaml): ws (the kubelet
 // v1.37.2 with kubestream on containerd with kubestream's runtime-side
 // server), skew (the kubelet v1.35.4 with kubestream on stock containerd),
-// stock (upstream's kubelet v1.37.2 on stock containerd) and crio (the
+// stock (upstream's kubelet v1.37.2 on stock containerd), crio (the
 // kubelet v1.37.2 with kubestream on CRI-O with kubestream's runtime-side
-// server). The same sessions must work on all four; the nodes' own metrics say who carried
+// server) and daemon (stock's kubelet and containerd with kubestream node
+// in front, from manifests/node). The same sessions must work on all five; the nodes' own metrics say who carried
 // them and how. Then what a node operator does to a live cluster: a pod
 // deleted under an exec, a kubelet replaced on a live node, a node
 // container restarted. Run it with `make test-kind` (hack/kind.sh e2e).
