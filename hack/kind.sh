@@ -405,7 +405,9 @@ install_node() {
 	tar=$(hack/image.sh)
 	node=$(kc get nodes -l kubestream.io/flavour=daemon -o jsonpath='{.items[0].metadata.name}')
 	docker cp "$tar" "$node:/kind/kubestream-image.tar"
-	docker exec "$node" sh -c 'ctr -n k8s.io images import /kind/kubestream-image.tar >/dev/null && rm /kind/kubestream-image.tar'
+	# ctr warns of cgroup v1 on every command: its output is shown only if
+	# the import fails.
+	docker exec "$node" sh -c 'out=$(ctr -n k8s.io images import /kind/kubestream-image.tar 2>&1) || { echo "$out" >&2; exit 1; }; rm /kind/kubestream-image.tar'
 	kc apply -k hack/kind/node >/dev/null
 	kc -n kubestream-system rollout status daemonset/kubestream --timeout=3m >/dev/null
 }
