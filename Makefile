@@ -99,7 +99,7 @@ test-critest-full:
 	$(GUARD) hack/critest.sh full
 
 ## test-upstream-e2e: Kubernetes' own e2e v1.37.2, the cases of the streaming path (hack/upstream-e2e/focus.txt),
-## unchanged, on a kind cluster: a pass on each of the ws, skew and stock workers, the others cordoned; the
+## unchanged, on a kind cluster: a pass on each of the ws, skew, stock, crio and daemon workers, the others cordoned; the
 ## table and each worker's sessions by route in _output/upstream-e2e/table.md (docs/upstream-e2e.md).
 ## UPSTREAM_E2E_SLOW=1 adds the [Slow] cases; UPSTREAM_E2E_FIRST_ONLY=<regexp> runs the cases it matches on ws alone
 ## (.ci/run's shortcut for the 1000-exec case; the table shows them left out elsewhere).

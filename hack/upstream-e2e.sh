@@ -2,8 +2,9 @@
 # Kubernetes' own e2e tests of the streaming path (hack/upstream-e2e/focus.txt),
 # unchanged, against each worker of the kind cluster in turn: ws (kubestream
 # on containerd with kubestream's runtime-side server), skew (kubestream in
-# the v1.35.4 kubelet on stock containerd), stock (upstream's kubelet) and
-# crio (kubestream on CRI-O with kubestream's runtime-side server).
+# the v1.35.4 kubelet on stock containerd), stock (upstream's kubelet),
+# crio (kubestream on CRI-O with kubestream's runtime-side server) and
+# daemon (upstream's kubelet with kubestream node in front, manifests/node).
 #
 #   hack/upstream-e2e.sh build    e2e.test and ginkgo v1.37.2 (go test -c
 #                                 k8s.io/kubernetes/test/e2e, from hack/kube's
