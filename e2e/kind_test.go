@@ -173,7 +173,7 @@ func TestKind(t *testing.T) {
 	t.Run("faults", func(t *testing.T) { kindFaults(t, kc, nodes) })
 
 	// kubestream node in front of the daemon worker's stock kubelet.
-	t.Run("daemon", func(t *testing.T) { kindDaemon(t, kc, nodes) })
+	t.Run("kubestream-node", func(t *testing.T) { kindDaemon(t, kc, nodes) })
 
 	// The stock worker's kubelet replaced by the patched one on the live
 	// node (its systemd restarts it with the new binary) while a session
