@@ -35,14 +35,14 @@ func daemonPassThroughCost(t *testing.T, cp *controlPlane, nodes map[string]kind
 		cp.apply(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name, "namespace": "default"},
 			"spec": map[string]any{"nodeSelector": map[string]string{"kubestream.io/flavour": f}, "terminationGracePeriodSeconds": 1,
 				"containers": []any{map[string]any{"name": "log", "image": "docker.io/kubestream/busybox:e2e", "imagePullPolicy": "Never",
-					"command": []string{"sh", "-c", "head -c 33554432 /dev/zero | tr '\\0' x | fold -w 1023; sleep 3600"}}}}})
+					"command": []string{"sh", "-c", "yes kubestream-pass-through-cost-0123456789abcdefghijklmnopqrstuvwxyz | head -c 33554432; sleep 3600"}}}}})
 		t.Cleanup(func() { cp.kubectl(nil, "delete", "pod", name, "--grace-period=1", "--wait=false") })
 		logPods[f] = name
 	}
 	for _, name := range logPods {
 		cp.must(nil, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=3m")
 	}
-	time.Sleep(5 * time.Second) // the log written
+
 	var b strings.Builder
 	b.WriteString("| path | daemon: through kubestream node | stock: the kubelet alone |\n|---|---|---|\n")
 	for _, path := range []string{"/stats/summary", "/metrics/resource"} {
@@ -68,14 +68,20 @@ func daemonPassThroughCost(t *testing.T, cp *controlPlane, nodes map[string]kind
 	}
 	row := map[string]string{}
 	for _, f := range []string{"daemon", "stock"} {
-		start := time.Now()
-		resp, err := client.Get("https://" + net.JoinHostPort(nodes[f].ip, "10250") + "/containerLogs/default/" + logPods[f] + "/log")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _ := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		took := time.Since(start)
+		var n int64
+		var took time.Duration
+		// Read whole once the container has written all of it.
+		waitFor(t, 2*time.Minute, func() bool {
+			start := time.Now()
+			resp, err := client.Get("https://" + net.JoinHostPort(nodes[f].ip, "10250") + "/containerLogs/default/" + logPods[f] + "/log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			took = time.Since(start)
+			return resp.StatusCode == http.StatusOK && n >= 32<<20
+		})
 		row[f] = fmt.Sprintf("%d MiB in %s, %.0f MiB/s", n>>20, took.Round(time.Millisecond), float64(n)/(1<<20)/took.Seconds())
 	}
 	fmt.Fprintf(&b, "| GET /containerLogs (a 32 MiB log) | %s | %s |\n", row["daemon"], row["stock"])
@@ -86,8 +92,7 @@ func daemonPassThroughCost(t *testing.T, cp *controlPlane, nodes map[string]kind
 // idleCost is kubestream node's resident memory and the CPU it used over
 // 30 s with no request, read from /proc on the node.
 func idleCost(t *testing.T, n kindNode) string {
-	find := `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^/usr/local/bin/kubestream node' && echo ${p#/proc/}; done`
-	pid := strings.Fields(nodeExec(t, n, "sh", "-c", find))
+	pid := kubestreamPIDs(t, n)
 	if len(pid) == 0 {
 		return "no kubestream node process found"
 	}
@@ -102,4 +107,11 @@ func idleCost(t *testing.T, n kindNode) string {
 	used := ticks() - before
 	rss := nodeExec(t, n, "sh", "-c", "grep VmRSS /proc/"+pid[0]+"/status")
 	return fmt.Sprintf("%s, CPU %d ms in 30 s (%d process(es))", strings.Join(strings.Fields(rss), " "), used*10, len(pid))
+}
+
+// kubestreamPIDs lists the node's kubestream node processes (by their
+// command line, which begins with the binary: not this shell's).
+func kubestreamPIDs(t *testing.T, n kindNode) []string {
+	find := `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^/usr/local/bin/kubestream node' && echo ${p#/proc/}; done; true`
+	return strings.Fields(nodeExec(t, n, "sh", "-c", find))
 }

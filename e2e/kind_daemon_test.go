@@ -36,6 +36,15 @@ func kindDaemon(t *testing.T, kc func(*testing.T) *controlPlane, nodes map[strin
 	t.Run("deleted", func(t *testing.T) { daemonDeleted(t, kc(t), nodes["daemon"]) })
 }
 
+// knownDifference: the one answer kubestream gives that the stock kubelet
+// does not. A GET of /portForward that is not an upgrade is a 400 from
+// kubestream (nothing to upgrade); the stock kubelet asks the runtime for
+// a URL and passes the request there, and containerd's streaming server
+// answers 500.
+func knownDifference(method, path string, kubestream, stock int) bool {
+	return method == http.MethodGet && strings.HasPrefix(path, "/portForward/") && kubestream == http.StatusBadRequest && stock == http.StatusInternalServerError
+}
+
 // kubeletCaller is who asks a kubelet API directly.
 type kubeletCaller struct {
 	name  string
@@ -112,10 +121,17 @@ func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNo
 				resp.Body.Close()
 				got[flavour] = resp.StatusCode
 			}
-			if got["daemon"] != got["stock"] || got["ws"] != got["stock"] {
+			line := fmt.Sprintf("%s %s as %s: %d through kubestream node, %d from the kubelet with kubestream, %d from the stock kubelet",
+				p[0], p[1], c.name, got["daemon"], got["ws"], got["stock"])
+			switch {
+			case got["daemon"] != got["ws"]:
+				t.Errorf("%s", line) // the two forms of kubestream answer alike
+			case got["daemon"] != got["stock"] && knownDifference(p[0], p[1], got["daemon"], got["stock"]):
 				differ++
-				t.Errorf("%s %s as %s: %d through kubestream node, %d from the kubelet with kubestream, %d from the stock kubelet",
-					p[0], p[1], c.name, got["daemon"], got["ws"], got["stock"])
+				t.Logf("%s (known: a request to /portForward that is not an upgrade, which the stock kubelet passes to the runtime)", line)
+			case got["daemon"] != got["stock"]:
+				differ++
+				t.Errorf("%s", line)
 			}
 		}
 	}
@@ -210,8 +226,11 @@ func apiGap(cp *controlPlane, n kindNode, stop chan struct{}) time.Duration {
 func daemonDeleted(t *testing.T, cp *controlPlane, n kindNode) {
 	cp.must(nil, "delete", "-k", "../hack/kind/node", "--wait=true", "--timeout=3m")
 	waitFor(t, 3*time.Minute, func() bool { return daemonPod(t, cp, n) == "" && len(nodeTables(t, n)) == 0 })
-	if out := nodeExec(t, n, "sh", "-c", "ls -A /run/lock; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'kubestream node' || true"); strings.Contains(out, "kubestream") || strings.TrimSpace(out) != "0" {
-		t.Errorf("left on the node after kubectl delete: %q", out)
+	if out := nodeExec(t, n, "sh", "-c", "ls -A /run/lock"); strings.Contains(out, "kubestream") {
+		t.Errorf("left in /run/lock after kubectl delete: %q", out)
+	}
+	if pids := kubestreamPIDs(t, n); len(pids) != 0 {
+		t.Errorf("kubestream node processes left after kubectl delete: %v", pids)
 	}
 	pod := kindPod(t, cp, "daemon")
 	if r := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "sh", "-c", "echo alone; exit 2"); r.code != 2 || r.stdout != "alone\n" {

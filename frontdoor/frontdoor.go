@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -39,6 +40,11 @@ type Config struct {
 	// (KubeletTransport).
 	Kubelet   *url.URL
 	Transport http.RoundTripper
+	// Anonymous reaches the kubelet with no credential (PinnedTransport):
+	// a path the kubelet does not serve at all it answers 404 before it
+	// authenticates, and the front door asks it so, for a refused
+	// request, to answer as the kubelet would.
+	Anonymous http.RoundTripper
 	// Authenticator and Authorizer are the kubelet's: its client CA,
 	// TokenReview and anonymous setting; its authorization mode.
 	Authenticator authenticator.Request
@@ -56,8 +62,8 @@ func New(cfg Config) (*Handler, error) {
 	switch {
 	case cfg.Streaming == nil || cfg.Own == nil:
 		return nil, errors.New("frontdoor: Config needs Streaming and Own")
-	case cfg.Kubelet == nil || cfg.Transport == nil:
-		return nil, errors.New("frontdoor: Config needs the kubelet's URL and a Transport")
+	case cfg.Kubelet == nil || cfg.Transport == nil || cfg.Anonymous == nil:
+		return nil, errors.New("frontdoor: Config needs the kubelet's URL, a Transport and an Anonymous one")
 	case cfg.Authenticator == nil || cfg.Authorizer == nil:
 		return nil, errors.New("frontdoor: Config needs an Authenticator and an Authorizer")
 	}
@@ -120,7 +126,7 @@ func (h *Handler) guard(w http.ResponseWriter, r *http.Request, next http.Handle
 	resp, ok, err := h.cfg.Authenticator.AuthenticateRequest(r)
 	if err != nil || !ok {
 		logger.V(2).Info("Unauthenticated kubelet API request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-		writeError(w, http.StatusUnauthorized, "Unauthorized")
+		h.refuse(w, r, http.StatusUnauthorized, "Unauthorized")
 		return
 	}
 	u := resp.User
@@ -141,8 +147,29 @@ func (h *Handler) guard(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 	}
 	logger.V(2).Info("Forbidden", "user", u.GetName(), "verb", attrs[0].GetVerb(), "subresources", subresources)
-	writeError(w, http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
+	h.refuse(w, r, http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
 		u.GetName(), attrs[0].GetVerb(), attrs[0].GetResource(), subresources))
+}
+
+// refuse answers a request the guard refused as the kubelet would: 404 if
+// the kubelet serves nothing at its path (the kubelet says so before it
+// authenticates anyone), else code and msg. The kubelet is asked with a
+// GET of the path alone and no credential, so the question runs nothing
+// and tells no more than the kubelet tells anyone.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	probe := &url.URL{Scheme: h.cfg.Kubelet.Scheme, Host: h.cfg.Kubelet.Host, Path: r.URL.Path}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, probe.String(), nil)
+	if err == nil {
+		if resp, err := h.cfg.Anonymous.RoundTrip(req); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNotFound {
+				writeError(w, http.StatusNotFound, "404 page not found\n")
+				return
+			}
+		}
+	}
+	writeError(w, code, msg)
 }
 
 // kubeletError answers a request the kubelet did not: 502, saying so,

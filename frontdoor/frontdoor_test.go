@@ -72,7 +72,14 @@ func newFakeKubelet(t *testing.T) *fakeKubelet {
 }
 
 func (k *fakeKubelet) serve(w http.ResponseWriter, r *http.Request) {
-	k.lastAuthz <- r.Header.Get("Authorization")
+	if strings.HasPrefix(r.URL.Path, "/nosuch") {
+		http.NotFound(w, r) // as the kubelet's mux, before its filter
+		return
+	}
+	select {
+	case k.lastAuthz <- r.Header.Get("Authorization"):
+	default: // the tests read the first ones
+	}
 	if r.Header.Get("Authorization") != "Bearer "+kubestreamToken {
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
@@ -146,11 +153,15 @@ func newFrontDoor(t *testing.T, kubeletURL, certFile string, anonymousOK bool) (
 	if err != nil {
 		t.Fatal(err)
 	}
+	anon, err := PinnedTransport(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	u, _ := url.Parse(kubeletURL)
 	stub := streamingStub{hits: make(chan string, 10)}
 	h, err := New(Config{NodeName: "kind-worker", Streaming: stub, Own: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "kubestream_sessions_active 0\n")
-	}), Kubelet: u, Transport: rt, Authenticator: authn, Authorizer: rbac{}})
+	}), Kubelet: u, Transport: rt, Anonymous: anon, Authenticator: authn, Authorizer: rbac{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,26 @@ import (
 // certificate, not a CA, is what works for a kubelet's self-signed one,
 // whose names are not the loopback address kubestream dials.
 func KubeletTransport(certFile, tokenFile string) (http.RoundTripper, error) {
+	base, err := PinnedTransport(certFile)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, base)
+	if err != nil {
+		return nil, fmt.Errorf("the kubelet credential %s: %w", tokenFile, err)
+	}
+	return rt, nil
+}
+
+// PinnedTransport reaches the local kubelet over TLS that trusts exactly
+// the certificate in certFile, with no credential: KubeletTransport adds
+// kubestream's, and the front door asks with none whether the kubelet
+// serves a path at all.
+func PinnedTransport(certFile string) (*http.Transport, error) {
 	if _, err := servedCertificates(certFile); err != nil {
 		return nil, err
 	}
-	base := &http.Transport{
+	return &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: 32,
@@ -41,12 +57,7 @@ func KubeletTransport(certFile, tokenFile string) (http.RoundTripper, error) {
 			VerifyConnection:   func(cs tls.ConnectionState) error { return pinned(certFile, cs) },
 			NextProtos:         []string{"http/1.1"},
 		},
-	}
-	rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, base)
-	if err != nil {
-		return nil, fmt.Errorf("the kubelet credential %s: %w", tokenFile, err)
-	}
-	return rt, nil
+	}, nil
 }
 
 // pinned accepts the connection if the kubelet's leaf certificate is one

@@ -129,8 +129,12 @@ func StartNode(ctx context.Context, o *NodeOptions) (_ *Running, err error) {
 	if err != nil {
 		return nil, err
 	}
+	anon, err := frontdoor.PinnedTransport(ks.TLSCertFile)
+	if err != nil {
+		return nil, err
+	}
 	front, err := frontdoor.New(frontdoor.Config{NodeName: o.NodeName, Streaming: srv, Own: srv.Metrics().Handler(),
-		Kubelet: ku, Transport: rt, Authenticator: authn, Authorizer: authz})
+		Kubelet: ku, Transport: rt, Anonymous: anon, Authenticator: authn, Authorizer: authz})
 	if err != nil {
 		return nil, err
 	}
