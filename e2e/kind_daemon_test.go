@@ -148,7 +148,12 @@ func daemonRollingUpdate(t *testing.T, cp *controlPlane, n kindNode) {
 	for sc.Scan() && sc.Text() != "started" {
 	}
 	cp.must(nil, "-n", "kubestream-system", "rollout", "restart", "daemonset/kubestream")
-	cp.must(nil, "-n", "kubestream-system", "rollout", "status", "daemonset/kubestream", "--timeout=2m")
+	// The new pod is ready beside the old one, which then drains (20 s on
+	// this cluster): the session must finish within that.
+	waitFor(t, 2*time.Minute, func() bool {
+		p := daemonReadyPod(t, cp, n)
+		return p != "" && p != before
+	})
 	if r := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "sh", "-c", "echo new; exit 5"); r.code != 5 || r.stdout != "new\n" {
 		t.Errorf("a new exec during the update: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 	}
@@ -160,7 +165,20 @@ func daemonRollingUpdate(t *testing.T, cp *controlPlane, n kindNode) {
 	if code := exitCode(t, cmd.Wait()); code != 3 || strings.Join(rest, "\n") != "finished" {
 		t.Fatalf("the exec across the rolling update: exit %d, then %q, stderr %q; want 3 and finished", code, rest, stderr.String())
 	}
-	waitFor(t, 2*time.Minute, func() bool { return daemonPod(t, cp, n) != before })
+	cp.must(nil, "-n", "kubestream-system", "rollout", "status", "daemonset/kubestream", "--timeout=2m")
+}
+
+// daemonReadyPod is the name of a ready kubestream pod on n that is not
+// being deleted ("" if none).
+func daemonReadyPod(t *testing.T, cp *controlPlane, n kindNode) string {
+	out := cp.kubectl(nil, "-n", "kubestream-system", "get", "pods", "-l", "app.kubernetes.io/name=kubestream", "--field-selector", "spec.nodeName="+n.name,
+		"-o", `jsonpath={range .items[?(@.status.containerStatuses[0].ready==true)]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`).stdout
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 1 {
+			return f[0]
+		}
+	}
+	return ""
 }
 
 // daemonPod is the name of kubestream's pod on n ("" if none runs).
