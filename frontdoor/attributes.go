@@ -54,7 +54,6 @@ func Attributes(nodeName string, u user.Info, r *http.Request) []authorizer.Attr
 	return attrs
 }
 
-
 // isSubpath is the kubelet's: sub is path, or below it.
 func isSubpath(sub, path string) bool {
 	path = strings.TrimSuffix(path, "/")
