@@ -8,67 +8,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/kubestream/kubestream/internal/nstest"
 )
 
-// newNamespace creates a throwaway network namespace, its loopback up,
-// bind-mounted on a temporary file; it is unmounted and removed after.
-func newNamespace(t *testing.T) Namespace {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		// setns and unshare need CAP_SYS_ADMIN; make test runs as root here
-		// and in CI, where these tests run.
-		t.Skip("needs root to create a network namespace")
-	}
-	path := filepath.Join(t.TempDir(), "net")
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		if err := loopbackUp(); err != nil {
-			errc <- err
-			return
-		}
-		errc <- unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, "")
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("creating a network namespace as root: %v", err) // root can: a failure is the test's
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting the test namespace: %v", err)
-		}
-	})
-	return Namespace{Path: path}
-}
-
-// loopbackUp sets lo up in the calling thread's namespace (ioctl, not /proc/sys).
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
+// newNamespace is a throwaway network namespace (nstest.Bound).
+func newNamespace(t *testing.T) Namespace { return Namespace{Path: nstest.Bound(t)} }
 
 func TestListenerLivesInTheNamespace(t *testing.T) {
 	ns := newNamespace(t)

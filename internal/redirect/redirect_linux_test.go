@@ -7,42 +7,26 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/kubestream/kubestream/internal/nstest"
 )
 
-// newNamespace returns a descriptor of a throwaway network namespace: the
-// rules the tests write never reach the host's.
+// newNamespace returns a descriptor of a throwaway network namespace
+// (nstest.Bound): the rules the tests write never reach the host's.
 func newNamespace(t *testing.T) int {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace") // make test runs as root, here and in CI
+	fd, err := unix.Open(nstest.Bound(t), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	type result struct {
-		fd  int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- result{err: err}
-			return
-		}
-		fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		done <- result{fd, err}
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("creating a network namespace as root: %v", r.err)
-	}
-	t.Cleanup(func() { unix.Close(r.fd) })
-	return r.fd
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
 }
 
 func tables(t *testing.T, ns int) map[string]*nftables.Table {

@@ -6,41 +6,16 @@ package redirect
 import (
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// boundNamespace creates a network namespace bind-mounted on a file of
-// the test's (unmounted after), with loopback up.
-func boundNamespace(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "net")
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		errc <- unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, "")
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("creating a network namespace as root: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(path, unix.MNT_DETACH) })
-	run(t, path, "ip", "link", "set", "lo", "up")
-	return path
-}
+	"github.com/kubestream/kubestream/internal/nstest"
+)
 
 // run runs a command in the namespace at ns.
 func run(t *testing.T, ns string, args ...string) {
@@ -50,33 +25,11 @@ func run(t *testing.T, ns string, args ...string) {
 	}
 }
 
-// inNamespace runs f on a thread moved into the namespace at ns; the
-// thread is thrown away after.
-func inNamespace(t *testing.T, ns string, f func()) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread stays in ns
-		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			err = unix.Setns(fd, unix.CLONE_NEWNET)
-			unix.Close(fd)
-		}
-		if err == nil {
-			f()
-		}
-		done <- err
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
 // serveName listens on addr in ns and answers each connection with name.
 func serveName(t *testing.T, ns, addr, name string) {
 	t.Helper()
 	var l net.Listener
-	inNamespace(t, ns, func() {
+	nstest.Do(t, ns, func() {
 		var err error
 		if l, err = net.Listen("tcp", addr); err != nil {
 			t.Error(err)
@@ -102,7 +55,7 @@ func serveName(t *testing.T, ns, addr, name string) {
 func whoAnswers(t *testing.T, ns, addr string) string {
 	t.Helper()
 	var got string
-	inNamespace(t, ns, func() {
+	nstest.Do(t, ns, func() {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			got = "dial: " + err.Error()
@@ -121,8 +74,7 @@ func whoAnswers(t *testing.T, ns, addr string) string {
 // own address) still reach the kubelet; after Remove, the client's reach
 // the kubelet again.
 func TestRedirectCarriesTraffic(t *testing.T) {
-	newNamespace(t) // skips unless root
-	node, client := boundNamespace(t), boundNamespace(t)
+	node, client := nstest.Bound(t), nstest.Bound(t)
 	holder := exec.Command("nsenter", "--net="+client, "sleep", "60")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
