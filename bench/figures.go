@@ -54,54 +54,53 @@ func measureRep(ctx context.Context, p *path, o options, r *results, dir string)
 	return nil
 }
 
-// measureStdout takes one stdout transfer: its throughput, and the CPU
-// per GiB of p's process and of the client (this process).
-func (r *results) measureStdout(ctx context.Context, p *path, o options) error {
+// figures is where one kind of transfer's figures go: its throughput,
+// and the CPU per GiB of the path's process and of the client (this
+// process), each a list per path.
+type figures struct{ mbps, cpu, client map[string][]float64 }
+
+// take runs one transfer of size bytes and records its figures in t.
+func (r *results) take(p *path, t figures, size int64, run func() (time.Duration, error)) error {
 	cpu0, self0 := p.proc.cpu(), procCPU(os.Getpid())
-	d, err := p.stdout(ctx, o.size)
+	d, err := run()
 	if err != nil {
+		return err
+	}
+	cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
+	t.mbps[p.name] = append(t.mbps[p.name], mbps(size, d))
+	t.cpu[p.name] = append(t.cpu[p.name], perGiB(cpu1-cpu0, size))
+	t.client[p.name] = append(t.client[p.name], perGiB(self1-self0, size))
+	return nil
+}
+
+// measureStdout takes one stdout transfer.
+func (r *results) measureStdout(ctx context.Context, p *path, o options) error {
+	if err := r.take(p, figures{r.stdoutMBps, r.cpuStdout, r.clientStdout}, o.size,
+		func() (time.Duration, error) { return p.stdout(ctx, o.size) }); err != nil {
 		return fmt.Errorf("%s stdout: %w", p.name, err)
 	}
-	cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
-	r.stdoutMBps[p.name] = append(r.stdoutMBps[p.name], mbps(o.size, d))
-	r.cpuStdout[p.name] = append(r.cpuStdout[p.name], perGiB(cpu1-cpu0, o.size))
-	r.clientStdout[p.name] = append(r.clientStdout[p.name], perGiB(self1-self0, o.size))
 	return nil
 }
 
-// measureStdin takes one stdin transfer, as measureStdout.
+// measureStdin takes one stdin transfer.
 func (r *results) measureStdin(ctx context.Context, p *path, o options) error {
-	cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
-	d, err := p.stdin(ctx, o.size)
-	if err != nil {
+	if err := r.take(p, figures{r.stdinMBps, r.cpuStdin, r.clientStdin}, o.size,
+		func() (time.Duration, error) { return p.stdin(ctx, o.size) }); err != nil {
 		return fmt.Errorf("%s stdin: %w", p.name, err)
 	}
-	cpu2, self2 := p.proc.cpu(), procCPU(os.Getpid())
-	r.stdinMBps[p.name] = append(r.stdinMBps[p.name], mbps(o.size, d))
-	r.cpuStdin[p.name] = append(r.cpuStdin[p.name], perGiB(cpu2-cpu1, o.size))
-	r.clientStdin[p.name] = append(r.clientStdin[p.name], perGiB(self2-self1, o.size))
 	return nil
 }
 
-// measurePortForward takes one port-forward transfer each way, as
-// measureStdout.
+// measurePortForward takes one port-forward transfer each way.
 func (r *results) measurePortForward(ctx context.Context, p *path, o options) error {
-	cpu0, self0 := p.proc.cpu(), procCPU(os.Getpid())
-	d, err := p.portForward(ctx, o.pfSize, true)
-	if err != nil {
+	if err := r.take(p, figures{r.pfDownMBps, r.cpuPfDown, r.clientPfDown}, o.pfSize,
+		func() (time.Duration, error) { return p.portForward(ctx, o.pfSize, true) }); err != nil {
 		return fmt.Errorf("%s port-forward down: %w", p.name, err)
 	}
-	cpu1, self1 := p.proc.cpu(), procCPU(os.Getpid())
-	r.pfDownMBps[p.name] = append(r.pfDownMBps[p.name], mbps(o.pfSize, d))
-	r.cpuPfDown[p.name] = append(r.cpuPfDown[p.name], perGiB(cpu1-cpu0, o.pfSize))
-	r.clientPfDown[p.name] = append(r.clientPfDown[p.name], perGiB(self1-self0, o.pfSize))
-	if d, err = p.portForward(ctx, o.pfSize, false); err != nil {
+	if err := r.take(p, figures{r.pfUpMBps, r.cpuPfUp, r.clientPfUp}, o.pfSize,
+		func() (time.Duration, error) { return p.portForward(ctx, o.pfSize, false) }); err != nil {
 		return fmt.Errorf("%s port-forward up: %w", p.name, err)
 	}
-	cpu2, self2 := p.proc.cpu(), procCPU(os.Getpid())
-	r.pfUpMBps[p.name] = append(r.pfUpMBps[p.name], mbps(o.pfSize, d))
-	r.cpuPfUp[p.name] = append(r.cpuPfUp[p.name], perGiB(cpu2-cpu1, o.pfSize))
-	r.clientPfUp[p.name] = append(r.clientPfUp[p.name], perGiB(self2-self1, o.pfSize))
 	return nil
 }
 
