@@ -2,7 +2,7 @@
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run run-containerd build plugin image test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
+.PHONY: run run-containerd build plugin image bench-daemon test test-short test-containerd test-crio test-critest test-apiserver test-kubelet test-kubelet-skew test-kubelet-stock test-chain test-kind test-upstream-e2e test-critest-full cross fuzz bench bench-node lint clean
 
 ## run: kubestream serve on the embedded reference runtime, with one exec through the WebSocket path.
 run:
@@ -105,6 +105,13 @@ test-critest-full:
 ## (.ci/run's shortcut for the 1000-exec case; the table shows them left out elsewhere).
 test-upstream-e2e:
 	$(GUARD) hack/upstream-e2e.sh e2e
+
+## bench-daemon: the kubelet API's cost through kubestream node beside the stock kubelet, and kubestream node at idle, on
+## the kind cluster (hack/kind.sh up, the measurement, down; docs/node.md keeps the figures).
+bench-daemon:
+	mkdir -p _output; hack/kind.sh up >/dev/null && KUBESTREAM_KIND_KUBECONFIG=$(CURDIR)/_output/kind/kubeconfig KUBESTREAM_KIND_COST=1 \
+		$(GO) test -tags kind -run '^TestKind$$/^kubestream-node$$/^authorization$$' -count=1 -v ./e2e/ >_output/bench-daemon.log; rc=$$?; \
+		hack/kind.sh down >/dev/null 2>&1; grep -A6 'through kubestream node and\|at idle' _output/bench-daemon.log; exit $$rc
 
 ## bench-node: kubectl → kube-apiserver → kubelet → containerd, stock kubelets v1.37.2 and v1.35.4 against kubestream and the direct chain, side by side (bench/results-node.md; ~25 minutes at 1 GiB).
 ## KUBESTREAM_BENCH_SIZE, _ROUNDS, _SESSIONS, _SLOW_RUNS shrink it; KUBESTREAM_BENCH_PATHS=direct,kubestream picks paths (stock-1.37 always runs).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -136,7 +137,11 @@ func daemonAuthorization(t *testing.T, cp *controlPlane, nodes map[string]kindNo
 		}
 	}
 	t.Logf("%d paths × %d callers: %d answers differ between kubestream node, the kubelet with kubestream and the stock kubelet", len(paths("")), len(callers), differ)
-	t.Run("pass-through-cost", func(t *testing.T) { daemonPassThroughCost(t, cp.forTest(t), nodes, apiserver) })
+	// A measurement, not a check: make bench-daemon runs it (docs/node.md
+	// keeps its figures); make test-kind leaves its 70 s out.
+	if os.Getenv("KUBESTREAM_KIND_COST") == "1" {
+		t.Run("pass-through-cost", func(t *testing.T) { daemonPassThroughCost(t, cp.forTest(t), nodes, apiserver) })
+	}
 }
 
 // daemonRollingUpdate: a rolling update of the DaemonSet mid-exec; the
