@@ -110,8 +110,10 @@ func idleCost(t *testing.T, n kindNode) string {
 }
 
 // kubestreamPIDs lists the node's kubestream node processes (by their
-// command line, which begins with the binary: not this shell's).
+// command line, which begins with the binary: not this shell's); a
+// process gone while the loop reads it says nothing (stderr is dropped,
+// as nodeExec returns it with stdout).
 func kubestreamPIDs(t *testing.T, n kindNode) []string {
-	find := `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^/usr/local/bin/kubestream node' && echo ${p#/proc/}; done; true`
+	find := `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^/usr/local/bin/kubestream node' && echo ${p#/proc/}; done 2>/dev/null; true`
 	return strings.Fields(nodeExec(t, n, "sh", "-c", find))
 }
