@@ -36,9 +36,12 @@ func (r *Running) serveNode(ctx context.Context, o *NodeOptions, front http.Hand
 	hs := &http.Server{
 		Handler:           front,
 		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       idleConnTimeout(),
-		ConnState:         newConnGuard(idleConnBudget(server.DescriptorLimit()), srv.Metrics()).connState,
-		BaseContext:       func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
+		// As serve's (start.go): a request must arrive whole within a
+		// minute; upgraded connections clear the deadline when taken over.
+		ReadTimeout: NewServeOptions().RequestReadTimeout,
+		IdleTimeout: idleConnTimeout(),
+		ConnState:   newConnGuard(idleConnBudget(server.DescriptorLimit()), srv.Metrics()).connState,
+		BaseContext: func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
 	}
 	served := make(chan struct{})
 	go func() {
