@@ -52,13 +52,22 @@ func TestResetOneConnectionLeavesOthers(t *testing.T) {
 func TestWindowBoundsASlowLocalService(t *testing.T) {
 	noLeaks(t)
 	stuck := make(chan struct{})
+	// The client dials each connection in its own goroutine, so the local
+	// service may accept them in either order: the slow one is told by its
+	// first byte ('s'), not by when it arrives.
 	local := serveLocal(t, func(i int, c net.Conn) {
-		if i == 0 {
-			<-stuck // reads nothing until the end
-			c.Close()
+		defer c.Close()
+		first := make([]byte, 1)
+		if _, err := io.ReadFull(c, first); err != nil {
 			return
 		}
-		echo(i, c)
+		if first[0] == 's' {
+			<-stuck // reads nothing more until the end
+			return
+		}
+		if _, err := c.Write(first); err == nil {
+			_, _ = io.Copy(c, c)
+		}
 	})
 	l, p := startReverse(t, local, 0)
 	slow, err := net.Dial("tcp", l.Addr().String())
@@ -69,7 +78,7 @@ func TestWindowBoundsASlowLocalService(t *testing.T) {
 	written := make(chan int, 1)
 	go func() {
 		n := 0
-		chunk := make([]byte, 64<<10)
+		chunk := bytes.Repeat([]byte("s"), 64<<10)
 		_ = slow.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		for {
 			m, err := slow.Write(chunk)

@@ -151,6 +151,8 @@ func roundTrip(addr string, data []byte) error {
 		return err
 	}
 	defer c.Close()
+	// A session that loses a connection fails the test, never hangs it.
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Write(data)
