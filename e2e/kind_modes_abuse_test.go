@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	pfapp "github.com/kubestream/kubestream/cmd/kubectl-kubestream/app"
+	"github.com/kubestream/kubestream/frontdoor"
 	"github.com/kubestream/kubestream/portmux"
 )
 
@@ -35,7 +36,7 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 	ws, err := kindModeDial(t, cp, pod, portmux.UDPProtocol, 7000)
 	switch {
 	case errors.As(err, &notServed):
-		ft.record(t, faultModesFlood, n.flavour, "not served", true)
+		ft.record(t, faultModesFlood, n.flavour, "not served", !kubestreamWorkers[n.flavour])
 	case err != nil:
 		ft.record(t, faultModesFlood, n.flavour, "dial: "+err.Error(), false)
 	default:
@@ -55,7 +56,7 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 	listening := cp.kubectl(nil, "exec", pod, "-c", "app", "--", "netstat", "-ltn").stdout
 	switch {
 	case errors.As(err, &notServed):
-		ft.record(t, faultModesPorts, n.flavour, "not served", true)
+		ft.record(t, faultModesPorts, n.flavour, "not served", !kubestreamWorkers[n.flavour])
 	case err == nil:
 		ft.record(t, faultModesPorts, n.flavour, "served", false)
 	default:
@@ -87,7 +88,7 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 		}
 		switch {
 		case errors.As(err, &notServed):
-			says = append(says, "not served")
+			says, ok = append(says, "not served"), ok && !kubestreamWorkers[n.flavour]
 		case err == nil:
 			says, ok = append(says, fmt.Sprintf("port %d served", c.port)), ok && !c.refused
 		default:
@@ -103,7 +104,9 @@ func faultModesAbuse(t *testing.T, cp *controlPlane, ft *faultTable, n kindNode,
 // before, right after, and 10 s after the session.
 func modesFlood(t *testing.T, cp *controlPlane, n kindNode, ws *websocket.Conn) (string, bool) {
 	metrics := func() (float64, float64) {
-		return nodeMetric(t, cp, n, "/metrics", "go_goroutines"), nodeMetric(t, cp, n, "/metrics", "process_resident_memory_bytes")
+		// kubestream's own series, from the process that serves them
+		// (the kubelet, or kubestream node on daemon).
+		return nodeMetric(t, cp, n, frontdoor.OwnMetricsPath, "go_goroutines"), nodeMetric(t, cp, n, frontdoor.OwnMetricsPath, "process_resident_memory_bytes")
 	}
 	g0, rss0 := metrics()
 	sent := 0

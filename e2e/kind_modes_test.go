@@ -35,9 +35,9 @@ func kindPortForwardModes(t *testing.T, kc func(*testing.T) *controlPlane, nodes
 			cp, n := kc(t), nodes[flavour]
 			pod := kindPod(t, cp, flavour)
 			// kubestream node serves the modes as the patched kubelet
-			// does once its operator turns them on (docs/node.md); the
-			// manifests leave them off.
-			if flavour == "stock" || flavour == "daemon" {
+			// does: hack/kind/node adds manifests/node's
+			// port-forward-modes component.
+			if flavour == "stock" {
 				modesOnStock(t, cp, plugin, n, pod)
 				return
 			}
@@ -172,13 +172,13 @@ func reverseKilled(t *testing.T, cp *controlPlane, plugin string, n kindNode, po
 	if inode == "" {
 		t.Fatal("no listener on the pod's port 9092 while the plugin runs")
 	}
-	if !kubeletHolds(t, n, inode) {
-		t.Fatalf("the pod's listener (socket %s) is not the kubelet's", inode)
+	if !streamerHolds(t, n, inode) {
+		t.Fatalf("the pod's listener (socket %s) is not %s's", inode, n.streamer())
 	}
 	_ = cmd.Process.Kill()
 	start := time.Now()
-	waitFor(t, 30*time.Second, func() bool { return listenerInode(t, cp, pod, 9092) == "" && !kubeletHolds(t, n, inode) })
-	t.Logf("the pod's port closed and the kubelet's descriptor gone %s after SIGKILL", time.Since(start).Round(100*time.Millisecond))
+	waitFor(t, 30*time.Second, func() bool { return listenerInode(t, cp, pod, 9092) == "" && !streamerHolds(t, n, inode) })
+	t.Logf("the pod's port closed and %s's descriptor gone %s after SIGKILL", n.streamer(), time.Since(start).Round(100*time.Millisecond))
 }
 
 // listenerInode is the inode of the socket listening on port in the pod's
@@ -199,9 +199,10 @@ func listenerInode(t *testing.T, cp *controlPlane, pod string, port int) string 
 	return ""
 }
 
-// kubeletHolds says whether the node's kubelet has socket inode open.
-func kubeletHolds(t *testing.T, n kindNode, inode string) bool {
-	out := nodeExec(t, n, "sh", "-c", "ls -l /proc/$(pidof kubelet)/fd 2>/dev/null | grep -c 'socket:\\["+inode+"\\]' || true")
+// streamerHolds says whether the node's kubestream (the kubelet, or
+// kubestream node's processes on daemon) has socket inode open.
+func streamerHolds(t *testing.T, n kindNode, inode string) bool {
+	out := nodeExec(t, n, "sh", "-c", "for p in $(pidof "+n.streamer()+"); do ls -l /proc/$p/fd; done 2>/dev/null | grep -c 'socket:\\["+inode+"\\]' || true")
 	c, _ := strconv.Atoi(strings.TrimSpace(out))
 	return c > 0
 }

@@ -37,6 +37,15 @@ func (n kindNode) runtime() string {
 	return "containerd"
 }
 
+// streamer is the name of the node's process that serves kubestream's
+// sessions: the kubelet, or kubestream node's in front of it on daemon.
+func (n kindNode) streamer() string {
+	if n.flavour == "daemon" {
+		return "kubestream"
+	}
+	return "kubelet"
+}
+
 // native: the node's runtime runs kubestream's runtime-side server
 // (containerd on ws, CRI-O on crio), so no leg speaks SPDY.
 func (n kindNode) native() bool { return n.flavour == "ws" || n.flavour == "crio" }

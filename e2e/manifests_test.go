@@ -4,13 +4,18 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubestream/kubestream/cmd/kubestream/app"
@@ -133,6 +138,65 @@ func TestManifests(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// manifests/node/port-forward-modes: its patches apply to the base
+	// DaemonSet (each op's path is there) and give exactly what the modes
+	// need, and its configuration file turns them on (make test-kind
+	// serves them on the daemon worker through it).
+	t.Run("node/port-forward-modes", func(t *testing.T) {
+		var comp struct {
+			Kind    string `json:"kind"`
+			Patches []struct {
+				Patch string `json:"patch"`
+			} `json:"patches"`
+		}
+		readYAML(t, "../manifests/node/port-forward-modes/kustomization.yaml", &comp)
+		if comp.Kind != "Component" || len(comp.Patches) != 1 {
+			t.Fatalf("not a Component with one patch: %+v", comp)
+		}
+		ops, err := yaml.YAMLToJSON([]byte(comp.Patches[0].Patch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch, err := jsonpatch.DecodePatch(ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile("../manifests/node/daemonset.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err = yaml.YAMLToJSON(b); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = patch.Apply(b); err != nil {
+			t.Fatalf("the component's patch on manifests/node/daemonset.yaml: %v", err)
+		}
+		var ds appsv1.DaemonSet
+		if err := json.Unmarshal(b, &ds); err != nil {
+			t.Fatal(err)
+		}
+		c := ds.Spec.Template.Spec.Containers[0]
+		if caps := c.SecurityContext.Capabilities.Add; !slices.Equal(caps, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}) {
+			t.Errorf("capabilities %v, want NET_ADMIN (the redirect) and SYS_ADMIN (setns) alone", caps)
+		}
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/netns" })
+		if i < 0 || !c.VolumeMounts[i].ReadOnly || c.VolumeMounts[i].MountPropagation == nil ||
+			*c.VolumeMounts[i].MountPropagation != corev1.MountPropagationHostToContainer {
+			t.Fatalf("no read-only /var/run/netns with HostToContainer propagation: %+v", c.VolumeMounts)
+		}
+		v := ds.Spec.Template.Spec.Volumes
+		j := slices.IndexFunc(v, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+		if j < 0 || v[j].HostPath == nil || v[j].HostPath.Path != "/var/run/netns" {
+			t.Errorf("the netns mount's volume: %+v", v)
+		}
+		cfg, err := config.Load("../manifests/node/port-forward-modes/config.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ReversePortForward != "on" || cfg.UDPPortForward != "on" {
+			t.Errorf("the component's configuration leaves the modes %q, %q", cfg.ReversePortForward, cfg.UDPPortForward)
+		}
+	})
 	t.Run("systemd", func(t *testing.T) {
 		b, err := os.ReadFile("../manifests/systemd/kubestream.service")
 		if err != nil {
@@ -160,4 +224,16 @@ func TestManifests(t *testing.T) {
 			t.Errorf("unit does not configure runtime, client CA and port: %+v", o)
 		}
 	})
+}
+
+// readYAML decodes a YAML file into v.
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }

@@ -150,15 +150,18 @@ flags() {
 node() { kc get nodes -l "kubestream.io/flavour=$1" -o jsonpath='{.items[0].metadata.name}'; }
 
 # counters writes a node's ($1) streaming counters into $2/metrics-$3.txt and $2/runtime-$3.txt:
-# the kubelet's (kubestream's by route, upstream's WebSocket one, where the
-# kubelet has them), read through the apiserver, and the runtime-side
+# kubestream's by route (at /metrics/streaming, served by a patched kubelet
+# and by kubestream node alike) and the kubelet's own WebSocket one, where
+# the node has them, read through the apiserver, and the runtime-side
 # server's in containerd or CRI-O, read on the node's address in the
 # cluster's own network (hack/kind/files/config.toml, crio.conf), where the
 # runtime has it.
 counters() {
 	local ip
-	kc get --raw "/api/v1/nodes/$1/proxy/metrics" |
-		grep -E '^(kubestream_streaming_requests_total|kubelet_websocket_streaming_requests_total)' >"$2/metrics-$3.txt" || true
+	{
+		kc get --raw "/api/v1/nodes/$1/proxy/metrics/streaming" 2>/dev/null | grep '^kubestream_streaming_requests_total'
+		kc get --raw "/api/v1/nodes/$1/proxy/metrics" | grep '^kubelet_websocket_streaming_requests_total'
+	} >"$2/metrics-$3.txt" || true
 	ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1")
 	{ curl -sf "http://$ip:1338/v1/metrics" || curl -sf "http://$ip:1338/metrics"; } |
 		grep '^kubestream_runtime_streaming_requests_total' >"$2/runtime-$3.txt" || true
