@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
@@ -119,36 +120,21 @@ func isStreaming(path string) bool {
 	return false
 }
 
-// guard authenticates and authorizes r as the kubelet's filter does, with
-// its statuses and texts, then hands it to next.
+// guard authenticates and authorizes r as the kubelet's filter does
+// (server.Check, with the kubelet's attributes for its path), then hands
+// it to next.
 func (h *Handler) guard(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	logger := klog.FromContext(r.Context())
-	resp, ok, err := h.cfg.Authenticator.AuthenticateRequest(r)
-	if err != nil || !ok {
-		logger.V(2).Info("Unauthenticated kubelet API request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-		h.refuse(w, r, http.StatusUnauthorized, "Unauthorized")
-		return
+	_, refused := server.Check(r, h.cfg.Authenticator, h.cfg.Authorizer, func(u user.Info) []authorizer.Attributes {
+		return Attributes(h.cfg.NodeName, u, r)
+	})
+	switch {
+	case refused == nil:
+		next.ServeHTTP(w, r)
+	case refused.Code == http.StatusInternalServerError:
+		writeError(w, refused.Code, refused.Msg)
+	default:
+		h.refuse(w, r, refused.Code, refused.Msg)
 	}
-	u := resp.User
-	attrs := Attributes(h.cfg.NodeName, u, r)
-	var subresources []string
-	for _, a := range attrs {
-		subresources = append(subresources, a.GetSubresource())
-		decision, _, err := h.cfg.Authorizer.Authorize(r.Context(), a)
-		if err != nil && decision != authorizer.DecisionAllow {
-			logger.Error(err, "Authorization error", "user", u.GetName(), "verb", a.GetVerb(), "subresource", a.GetSubresource())
-			writeError(w, http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
-				u.GetName(), a.GetVerb(), a.GetResource(), a.GetSubresource()))
-			return
-		}
-		if decision == authorizer.DecisionAllow {
-			next.ServeHTTP(w, r)
-			return
-		}
-	}
-	logger.V(2).Info("Forbidden", "user", u.GetName(), "verb", attrs[0].GetVerb(), "subresources", subresources)
-	h.refuse(w, r, http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
-		u.GetName(), attrs[0].GetVerb(), attrs[0].GetResource(), subresources))
 }
 
 // refuse answers a request the guard refused as the kubelet would: 404 if

@@ -5,13 +5,16 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/klog/v2"
 )
 
 var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
@@ -32,4 +35,54 @@ func WebhookAuthorizer(client authorizationv1.AuthorizationV1Interface, allowTTL
 		return nil, fmt.Errorf("building the webhook authorizer: %w", err)
 	}
 	return a, nil
+}
+
+// Refusal is a request Check refused: the status and the text the kubelet
+// answers such a request with.
+type Refusal struct {
+	Code int
+	Msg  string
+}
+
+// Check authenticates r and authorizes it as the kubelet's filter does,
+// for kubestream serve's guard and kubestream node's front door alike:
+// 401 "Unauthorized" when authn (nil: everyone is anonymous) does not
+// know the caller; the attributes attrs gives for the caller, any one
+// allowed letting the request in; 403 when none is (or there are none);
+// 500 when the authorizer could not decide (its webhook is down), which
+// is no denial. It returns the caller, and the refusal when refused.
+func Check(r *http.Request, authn authenticator.Request, authz Authorizer,
+	attrs func(user.Info) []authorizer.Attributes) (user.Info, *Refusal) {
+	logger := klog.FromContext(r.Context())
+	u := user.Info(anonymous)
+	if authn != nil {
+		resp, ok, err := authn.AuthenticateRequest(r)
+		if err != nil || !ok {
+			logger.V(2).Info("Unauthenticated request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			return u, &Refusal{http.StatusUnauthorized, "Unauthorized"}
+		}
+		u = resp.User
+	}
+	as := attrs(u)
+	if len(as) == 0 {
+		return u, &Refusal{http.StatusForbidden, "Authorization error: could not determine attributes for request"}
+	}
+	var subresources []string
+	for _, a := range as {
+		subresources = append(subresources, a.GetSubresource())
+		decision, reason, err := authz.Authorize(r.Context(), a)
+		switch {
+		case decision == authorizer.DecisionAllow:
+			return u, nil
+		case err != nil:
+			logger.Error(err, "Authorization error", "user", u.GetName(), "verb", a.GetVerb(), "subresource", a.GetSubresource())
+			return u, &Refusal{http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
+				u.GetName(), a.GetVerb(), a.GetResource(), a.GetSubresource())}
+		case reason != "":
+			logger.V(2).Info("Denied", "user", u.GetName(), "verb", a.GetVerb(), "subresource", a.GetSubresource(), "reason", reason)
+		}
+	}
+	logger.V(2).Info("Forbidden", "user", u.GetName(), "verb", as[0].GetVerb(), "path", r.URL.Path, "subresources", subresources)
+	return u, &Refusal{http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
+		u.GetName(), as[0].GetVerb(), as[0].GetResource(), subresources)}
 }

@@ -19,7 +19,9 @@
 // (what was asked, the runtime's URL), audit.go, metrics.go (the metrics,
 // in component-base's registry) and limits.go (the session limits) with
 // limits_unix.go and limits_other.go (the descriptor limit they default
-// from), then protocol.go (the classifier), directcache.go and auth.go.
+// from), then protocol.go (the classifier), directcache.go and auth.go
+// (Check: the kubelet's authentication and authorization, which the guard
+// and kubestream node's front door share).
 //
 // What runs back up the order: every file's methods hang on Server, which
 // config.go defines with the state they share (one type's methods spread
@@ -36,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/apimachinery/pkg/util/remotecommand"
@@ -172,72 +175,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Config.StreamingVerbByMethod.
 func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		logger := klog.FromContext(r.Context())
-		u := user.Info(anonymous)
-		// A streaming request refused here is answered, counted and on
-		// record through its session, as every refusal is.
-		refuse := func(code int, msg string) {
-			if subresource != "proxy" {
-				http.Error(w, msg, code)
-				return
-			}
-			ss := s.begin(r, subresourceOf(r.URL.Path), decision{route: RouteRejected})
-			if ss.ev != nil {
-				ss.ev.User = userInfo(u)
-			}
-			ss.refuse(w, r, code, errors.New(msg))
-		}
-		if s.cfg.Authenticator != nil {
-			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(r)
-			if err != nil || !ok {
-				logger.V(2).Info("Unauthenticated streaming request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-				refuse(http.StatusUnauthorized, "Unauthorized")
-				return
-			}
-			u = resp.User
-		}
 		verb := Verb(r.Method)
 		if subresource == "proxy" && !s.cfg.StreamingVerbByMethod {
 			verb = "create"
 		}
-		attrs := []authorizer.Attributes{authorizer.AttributesRecord{User: u, Verb: verb, APIVersion: "v1",
-			Resource: "nodes", Subresource: subresource, Name: s.cfg.NodeName, ResourceRequest: true, Path: r.URL.Path}}
-		if s.cfg.RequestAttributes != nil {
-			attrs = attrs[:0]
+		u, refused := Check(r, s.cfg.Authenticator, s.cfg.Authorizer, func(u user.Info) []authorizer.Attributes {
+			if s.cfg.RequestAttributes == nil {
+				return []authorizer.Attributes{authorizer.AttributesRecord{User: u, Verb: verb, APIVersion: "v1",
+					Resource: "nodes", Subresource: subresource, Name: s.cfg.NodeName, ResourceRequest: true, Path: r.URL.Path}}
+			}
+			var attrs []authorizer.Attributes
 			for _, a := range s.cfg.RequestAttributes(r.Context(), u, r) {
 				attrs = append(attrs, withVerb{a, verb})
 			}
-		}
-		if len(attrs) == 0 {
-			refuse(http.StatusForbidden, "Authorization error: could not determine attributes for request")
-			return
-		}
-		var reason string
-		for _, a := range attrs {
-			decision, why, err := s.cfg.Authorizer.Authorize(r.Context(), a)
-			if err != nil && decision != authorizer.DecisionAllow {
-				// The authorizer could not decide (its webhook is down): a
-				// server error, as the kubelet answers, not a denial.
-				logger.Error(err, "Authorization error", "user", u.GetName(), "verb", verb, "subresource", a.GetSubresource())
-				refuse(http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
-					u.GetName(), verb, a.GetSubresource()))
-				return
+			return attrs
+		})
+		switch {
+		case refused == nil:
+			logger := klog.FromContext(r.Context()).WithValues("user", u.GetName())
+			next.ServeHTTP(w, r.WithContext(apirequest.WithUser(klog.NewContext(r.Context(), logger), u)))
+		case subresource != "proxy":
+			http.Error(w, refused.Msg, refused.Code)
+		default:
+			// A streaming request refused here is answered, counted and
+			// on record through its session, as every refusal is.
+			ss := s.begin(r, subresourceOf(r.URL.Path), decision{route: RouteRejected})
+			if ss.ev != nil {
+				ss.ev.User = userInfo(u)
 			}
-			if decision == authorizer.DecisionAllow {
-				ctx := apirequest.WithUser(klog.NewContext(r.Context(), logger.WithValues("user", u.GetName())), u)
-				next.ServeHTTP(w, r.WithContext(ctx))
-				return
-			}
-			if reason == "" {
-				reason = why
-			}
+			ss.refuse(w, r, refused.Code, errors.New(strings.TrimSuffix(refused.Msg, "\n")))
 		}
-		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", u.GetName(), verb, attrs[0].GetSubresource())
-		if reason != "" {
-			msg += ": " + reason
-		}
-		logger.V(2).Info("Forbidden streaming request", "user", u.GetName(), "verb", verb, "subresource", attrs[0].GetSubresource())
-		refuse(http.StatusForbidden, msg)
 	})
 }
 

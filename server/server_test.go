@@ -189,8 +189,9 @@ func decidingAuthorizer(d authorizer.Decision, err error) authorizer.Authorizer 
 	})
 }
 
-// TestAuthorizerAnswers: a denial is 403 with the reason; an authorizer
-// that cannot decide (webhook down) is a 500, not a denial.
+// TestAuthorizerAnswers: a denial is 403 with the kubelet's text (the
+// authorizer's reason is logged, as the kubelet does not tell it); an
+// authorizer that cannot decide (webhook down) is a 500, not a denial.
 func TestAuthorizerAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -198,7 +199,7 @@ func TestAuthorizerAnswers(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"deny", decidingAuthorizer(authorizer.DecisionDeny, nil), http.StatusForbidden, "Forbidden (user=system:anonymous, verb=create, resource=nodes, subresource=proxy): because"},
+		{"deny", decidingAuthorizer(authorizer.DecisionDeny, nil), http.StatusForbidden, "Forbidden (user=system:anonymous, verb=create, resource=nodes, subresource(s)=[proxy])"},
 		{"error", decidingAuthorizer(authorizer.DecisionNoOpinion, errors.New("webhook unreachable")), http.StatusInternalServerError, "Authorization error (user=system:anonymous"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

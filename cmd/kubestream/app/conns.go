@@ -4,10 +4,14 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/server"
 )
@@ -64,3 +68,34 @@ func (g *connGuard) connState(c net.Conn, st http.ConnState) {
 // everything else (CRI, files, the runtime's own when embedded).
 func idleConnBudget(limit int) int   { return max(16, limit/4) }
 func idleConnTimeout() time.Duration { return 90 * time.Second } // the kubelet's IdleTimeout
+
+// newHTTPServer is the one http.Server serve and node run: headers within
+// 30 s and a whole request within readTimeout (a body that never comes is
+// cut off; an upgraded connection clears the deadline when taken over);
+// keep-alive connections idle for idleTimeout closed, as the kubelet's are;
+// idle connections past the descriptor budget's share evicted (connGuard);
+// the process's logger in every request's context.
+func newHTTPServer(ctx context.Context, h http.Handler, m *server.Metrics, readTimeout, idleTimeout time.Duration) *http.Server {
+	logger := klog.FromContext(ctx)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         newConnGuard(idleConnBudget(server.DescriptorLimit()), m).connState,
+		BaseContext:       func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
+	}
+}
+
+// serveHTTP runs hs on l on a goroutine of its own, which logs an end other
+// than a close; the channel closes when it has returned.
+func serveHTTP(ctx context.Context, hs *http.Server, l net.Listener) <-chan struct{} {
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Serving stopped")
+		}
+	}()
+	return served
+}

@@ -6,7 +6,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,23 +32,10 @@ func (r *Running) serveNode(ctx context.Context, o *NodeOptions, front http.Hand
 	}
 	r.Addr = l.Addr().String()
 	r.URL = "https://" + r.Addr
-	hs := &http.Server{
-		Handler:           front,
-		ReadHeaderTimeout: 30 * time.Second,
-		// As serve's (start.go): a request must arrive whole within a
-		// minute; upgraded connections clear the deadline when taken over.
-		ReadTimeout: NewServeOptions().RequestReadTimeout,
-		IdleTimeout: idleConnTimeout(),
-		ConnState:   newConnGuard(idleConnBudget(server.DescriptorLimit()), srv.Metrics()).connState,
-		BaseContext: func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		if err := hs.Serve(tls.NewListener(l, tlsConfig)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Serving stopped")
-		}
-	}()
+	// serve's limits (NewServeOptions), which have no flag on node.
+	so := NewServeOptions()
+	hs := newHTTPServer(ctx, front, srv.Metrics(), so.RequestReadTimeout, so.IdleConnectionTimeout)
+	served := serveHTTP(ctx, hs, tls.NewListener(l, tlsConfig))
 	r.onStop(func() {
 		dctx, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
 		defer cancel()

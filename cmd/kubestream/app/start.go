@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -215,26 +214,8 @@ func (r *Running) listen(ctx context.Context, o *ServeOptions, tlsConfig *tls.Co
 	r.Addr = l.Addr().String()
 	r.URL = scheme + "://" + r.Addr
 	srv := r.Server
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 30 * time.Second,
-		// A request must arrive whole within RequestReadTimeout (a body
-		// that never comes is cut off); upgraded connections clear the
-		// deadline when they are taken over. Keep-alive connections idle
-		// for IdleConnectionTimeout are closed, as the kubelet's are after
-		// 90 s.
-		ReadTimeout: o.RequestReadTimeout,
-		IdleTimeout: o.IdleConnectionTimeout,
-		ConnState:   newConnGuard(idleConnBudget(server.DescriptorLimit()), srv.Metrics()).connState,
-		BaseContext: func(net.Listener) context.Context { return klog.NewContext(context.Background(), logger) },
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Serving stopped")
-		}
-	}()
+	hs := newHTTPServer(ctx, srv, srv.Metrics(), o.RequestReadTimeout, o.IdleConnectionTimeout)
+	served := serveHTTP(ctx, hs, l)
 	r.onStop(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
