@@ -124,7 +124,11 @@ func serveLocal(t *testing.T, handle func(int, net.Conn)) string {
 	t.Helper()
 	l, _ := listen(t)
 	var wg sync.WaitGroup
+	// The accept loop is counted too: a handler's Add then happens while
+	// the count is above zero, never beside a Wait that could return.
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for i := 0; ; i++ {
 			c, err := l.Accept()
 			if err != nil {
