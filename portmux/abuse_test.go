@@ -57,7 +57,12 @@ func waitResult(t *testing.T, res chan NodeResult) NodeResult {
 // the session ends with a protocol error once the queue is full.
 func TestRefusalFloodIsBounded(t *testing.T) {
 	noLeaks(t)
-	ws, res := rawNode(t, NodeConfig{UDPPorts: []uint16{9}, UDP: loopDialer{}})
+	// The session's end waits for a client that reads nothing for a write
+	// timeout (its error and close frames), then for its close reply for
+	// a liveness window (ping period and pong timeout): a second each
+	// here, not the kubelet's 10 s and 90 s.
+	ws, res := rawNode(t, NodeConfig{UDPPorts: []uint16{9}, UDP: loopDialer{},
+		Keepalive: Keepalive{PingPeriod: time.Second, PongTimeout: time.Second, WriteTimeout: time.Second}})
 	base := runtime.NumGoroutine()
 	var peak atomic.Int64
 	stop := make(chan struct{})
@@ -103,6 +108,13 @@ func TestUnknownAndReusedIdsEndTheSession(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ws, res := rawNode(t, NodeConfig{UDPPorts: []uint16{9}, UDP: loopDialer{}})
+			go func() { // reads, as a client does: the node's close gets its reply
+				for {
+					if _, _, err := ws.NextReader(); err != nil {
+						return
+					}
+				}
+			}()
 			for _, f := range frames {
 				_ = ws.WriteMessage(websocket.BinaryMessage, f.Append(nil)) // the node may have ended it already
 			}

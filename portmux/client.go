@@ -62,7 +62,7 @@ type client struct {
 // lost; every local connection, socket and goroutine is gone when it
 // returns.
 func ServeClient(ctx context.Context, ws *websocket.Conn, cfg ClientConfig) error {
-	c := &client{mux: newMux(ws, cfg.Keepalive, false), cfg: cfg, peers: map[string]*assoc{}}
+	c := &client{mux: newMux(ws, cfg.Keepalive, false, 0), cfg: cfg, peers: map[string]*assoc{}}
 	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()

@@ -74,16 +74,31 @@ type Frame struct {
 }
 
 // Append encodes f after b.
-func (f Frame) Append(b []byte) []byte {
+func (f Frame) Append(b []byte) []byte { return append(f.appendHead(b), f.body()...) }
+
+// maxHead is the longest fixed part of a frame: the header and a credit.
+const maxHead = HeaderSize + 4
+
+// appendHead encodes f's fixed part after b: the header, then the port or
+// the credit of the types that have one.
+func (f Frame) appendHead(b []byte) []byte {
 	b = append(b, byte(f.Type))
 	b = binary.BigEndian.AppendUint32(b, f.ID)
 	switch f.Type {
 	case TypeReady, TypeOpen, TypeAssocOpen:
 		b = binary.BigEndian.AppendUint16(b, f.Port)
 	case TypeWindow:
-		return binary.BigEndian.AppendUint32(b, f.Credit)
+		b = binary.BigEndian.AppendUint32(b, f.Credit)
 	}
-	return append(b, f.Payload...)
+	return b
+}
+
+// body is what follows the fixed part: the payload (none for Window).
+func (f Frame) body() []byte {
+	if f.Type == TypeWindow {
+		return nil
+	}
+	return f.Payload
 }
 
 // Parse decodes one frame. Payload aliases b.

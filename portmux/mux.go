@@ -7,29 +7,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/kubestream/kubestream/internal/wire"
 )
 
 // Keepalive is how a session watches its WebSocket: a ping every
 // PingPeriod, the peer taken as gone after PingPeriod+PongTimeout without
-// a message, every write bounded by WriteTimeout. Zero values disable each.
+// a message, every write bounded by WriteTimeout. At the client a zero
+// value disables each; at the node it takes the kubelet's streaming
+// default (wire.DefaultLimits), as every other session there does.
 type Keepalive struct {
 	PingPeriod, PongTimeout, WriteTimeout time.Duration
 }
 
-// mux is what both ends share: the WebSocket, its one writer lock, the
-// live connections and associations by id, and the session's end. Every
-// goroutine a session starts is counted in wg and ends when done closes.
+// mux is what both ends share: the WebSocket, the live connections and
+// associations by id, and the session's end. Every goroutine a session
+// starts is counted in wg and ends when done closes.
+//
+// The WebSocket is read by readLoop alone. At the node it is
+// internal/wire's Conn (wc), the reader, writer and keepalive every
+// server-side session of kubestream's uses: writes serialised and bounded
+// by WriteTimeout, a frame's payload written after its header with no
+// copy, pings on a timer. At the client it is gorilla's connection (ws),
+// written under wmu: wire reads only a client's (masked) frames. Exactly
+// one of wc and ws is set.
 type mux struct {
+	wc    *wire.Conn
+	lim   wire.Limits // wc's
 	ws    *websocket.Conn
 	ka    Keepalive
-	wmu   sync.Mutex
-	wbuf  []byte
+	wmu   sync.Mutex // ws's writes
+	wbuf  []byte     // under wmu
 	mu    sync.Mutex
 	conns map[uint32]*stream
 	udp   map[uint32]*assoc
@@ -56,10 +71,21 @@ func (m *mux) giveDescriptor() {
 	}
 }
 
-func newMux(ws *websocket.Conn, ka Keepalive, node bool) *mux {
-	ws.SetReadLimit(MaxFrame)
-	m := &mux{ws: ws, ka: ka, conns: map[uint32]*stream{}, udp: map[uint32]*assoc{}, done: make(chan struct{}), node: node}
+// newMux starts a session's shared state on ws: the node's (node true)
+// taken over by a wire.Conn with its keepalive and idle timeout (0:
+// none), the client's read through gorilla.
+func newMux(ws *websocket.Conn, ka Keepalive, node bool, idle time.Duration) *mux {
+	m := &mux{ka: ka, conns: map[uint32]*stream{}, udp: map[uint32]*assoc{}, done: make(chan struct{}), node: node}
 	m.lastData.Store(time.Now().UnixNano())
+	if !node {
+		ws.SetReadLimit(MaxFrame)
+		m.ws = ws
+		return m
+	}
+	m.lim = wire.Limits{IdleTimeout: idle, PingPeriod: ka.PingPeriod, PongTimeout: ka.PongTimeout,
+		WriteTimeout: ka.WriteTimeout, MaxMessageSize: MaxFrame}.WithDefaults()
+	m.wc = wire.NewConn(ws, &m.lim)
+	m.wc.StartKeepalive(nil, func() { m.end(fmt.Errorf("idle timeout: no data for %s", idle), true) })
 	return m
 }
 
@@ -80,12 +106,21 @@ func (m *mux) send(f Frame) error {
 // ended). end writes its error frame through it, not send: a failed write
 // there must not end the session again from inside end.
 func (m *mux) write(f Frame) error {
+	if m.wc != nil {
+		if m.isDone() {
+			return errClosed
+		}
+		var head [maxHead]byte
+		err := m.wc.WritePrefixed(f.appendHead(head[:0]), f.body())
+		if errors.Is(err, wire.ErrSessionClosed) {
+			return errClosed
+		}
+		return err
+	}
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
-	select {
-	case <-m.done:
+	if m.isDone() {
 		return errClosed
-	default:
 	}
 	m.wbuf = f.Append(m.wbuf[:0])
 	if m.ka.WriteTimeout > 0 {
@@ -109,6 +144,19 @@ func (m *mux) carried(n int, fromNode bool) {
 // connection and association closed. It does not wait for goroutines.
 func (m *mux) end(err error, tell bool) {
 	m.once.Do(func() {
+		if m.wc != nil {
+			// The error frame, then the close frame; the read loop sees
+			// the client's close reply or the grace's end (wire.Conn).
+			var last []byte
+			if tell && err != nil {
+				last = Frame{Type: TypeError, Payload: text(err.Error())}.Append(nil)
+			}
+			m.err = err
+			close(m.done)
+			m.wc.CloseWith(last, websocket.CloseNormalClosure, "")
+			m.closeAll()
+			return
+		}
 		if tell && err != nil {
 			_ = m.write(Frame{Type: TypeError, Payload: text(err.Error())}) // best effort: the peer may be gone
 		}
@@ -121,21 +169,26 @@ func (m *mux) end(err error, tell bool) {
 		// The peer's close frame (or its going away) ends the reader; the
 		// deadline bounds the wait for it.
 		_ = m.ws.SetReadDeadline(deadline)
-		m.mu.Lock()
-		conns, assocs := m.conns, m.udp
-		m.conns, m.udp = map[uint32]*stream{}, map[uint32]*assoc{}
-		m.mu.Unlock()
-		for _, s := range conns {
-			s.finish("session closed", false)
-		}
-		for _, a := range assocs {
-			a.close()
-		}
+		m.closeAll()
 	})
 }
 
-// keepalive pings the peer and enforces the idle timeout (0: none) until
-// the session ends.
+// closeAll closes every connection and association at the session's end.
+func (m *mux) closeAll() {
+	m.mu.Lock()
+	conns, assocs := m.conns, m.udp
+	m.conns, m.udp = map[uint32]*stream{}, map[uint32]*assoc{}
+	m.mu.Unlock()
+	for _, s := range conns {
+		s.finish("session closed", false)
+	}
+	for _, a := range assocs {
+		a.close()
+	}
+}
+
+// keepalive pings the node and enforces the idle timeout (0: none) until
+// the session ends: the client's (the node's is wire.Conn's timer).
 func (m *mux) keepalive(idle time.Duration) {
 	defer m.wg.Done()
 	period := m.ka.PingPeriod
@@ -181,15 +234,26 @@ func (m *mux) extendRead() {
 // which must never block on a slow local peer. The loop is the only
 // reader of the WebSocket.
 func (m *mux) readLoop(handle func(Frame) error) error {
-	m.ws.SetPongHandler(func(string) error { m.extendRead(); return nil })
-	m.extendRead()
+	if m.ws != nil {
+		m.ws.SetPongHandler(func(string) error { m.extendRead(); return nil })
+		m.extendRead()
+	}
 	buf := make([]byte, MaxFrame+1)
 	for {
-		typ, r, err := m.ws.NextReader()
+		var typ int
+		var r io.Reader
+		var err error
+		switch {
+		case m.wc != nil: // moves its read deadline on itself
+			typ, r, err = m.wc.NextReader()
+		default:
+			if typ, r, err = m.ws.NextReader(); err == nil {
+				m.extendRead()
+			}
+		}
 		if err != nil {
 			return err
 		}
-		m.extendRead()
 		if typ != websocket.BinaryMessage {
 			return fmt.Errorf("%w: text message", ErrFrame)
 		}

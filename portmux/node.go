@@ -93,11 +93,10 @@ type node struct {
 // ctx ends (the peer is told context.Cause), or an error; every listener,
 // socket and goroutine is gone when it returns.
 func ServeNode(ctx context.Context, ws *websocket.Conn, cfg NodeConfig) NodeResult {
-	n := &node{mux: newMux(ws, cfg.Keepalive, true), cfg: cfg, refusals: make(chan Frame, maxPendingRefusals)}
+	n := &node{mux: newMux(ws, cfg.Keepalive, true, cfg.IdleTimeout), cfg: cfg, refusals: make(chan Frame, maxPendingRefusals)}
 	n.budget = cfg.Descriptors
-	n.wg.Add(4)
+	n.wg.Add(3)
 	go n.stopOnContext(ctx)
-	go n.keepalive(cfg.IdleTimeout)
 	go n.sweep(cfg.AssocIdleTimeout)
 	go n.writeRefusals()
 	for _, l := range cfg.Listeners {
@@ -127,7 +126,10 @@ func ServeNode(ctx context.Context, ws *websocket.Conn, cfg NodeConfig) NodeResu
 		_ = l.L.Close() // done with it; unblocks accept
 	}
 	n.wg.Wait()
-	_ = ws.Close() // done with it: a failed close changes nothing
+	// The client's close reply (or the grace) before the TCP close, so a
+	// client still sending cannot reset what it has yet to read.
+	n.wc.Drain()
+	n.wc.Shutdown()
 	res := NodeResult{Conns: int(n.conns.Load()), Refused: int(n.refuse.Load()), BytesUp: n.up.Load(), BytesDn: n.down.Load()}
 	if n.err != nil && !errors.Is(n.err, errClosed) {
 		res.Err = n.err

@@ -35,6 +35,19 @@ type stream struct {
 // minChunk is the first chunk a connection's queued data is held in.
 const minChunk = 512
 
+// fullChunks recycles chunks of MaxData: in a bulk transfer every data
+// frame fills one, written out and dropped a moment later, which without
+// the pool is a 32 KiB allocation a frame for the garbage collector.
+var fullChunks = sync.Pool{New: func() any { return new([MaxData]byte) }}
+
+// newChunk is an empty chunk of capacity size (from the pool at MaxData).
+func newChunk(size int) []byte {
+	if size == MaxData {
+		return fullChunks.Get().(*[MaxData]byte)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
 func (m *mux) newStream(id uint32, conn net.Conn) *stream {
 	s := &stream{m: m, id: id, conn: conn, credit: Window, granted: Window, fromNode: !m.node}
 	s.cond = sync.NewCond(&s.mu)
@@ -71,7 +84,7 @@ func (s *stream) deliver(p []byte) error {
 			if last >= 0 {
 				size = min(MaxData, 2*cap(s.in[last]))
 			}
-			s.in = append(s.in, make([]byte, 0, max(size, min(len(p), MaxData))))
+			s.in = append(s.in, newChunk(max(size, min(len(p), MaxData))))
 			last++
 		}
 		c := s.in[last]
@@ -162,12 +175,17 @@ func (s *stream) downstream() {
 		p := s.in[0]
 		s.in = s.in[1:]
 		s.mu.Unlock()
-		if _, err := s.conn.Write(p); err != nil {
+		_, err := s.conn.Write(p)
+		n := len(p)
+		if cap(p) == MaxData { // written: nothing else holds it
+			fullChunks.Put((*[MaxData]byte)(p[:MaxData]))
+		}
+		if err != nil {
 			s.finish(err.Error(), true)
 			return
 		}
-		s.m.carried(len(p), s.fromNode)
-		consumed += len(p)
+		s.m.carried(n, s.fromNode)
+		consumed += n
 		s.mu.Lock()
 		idle := len(s.in) == 0
 		if consumed >= Window/4 || idle {

@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package wire is the WebSocket side of the Kubernetes streaming protocols,
-// shared by both ends kubestream has: the translator at the node and the
-// runtime-side server (cri/streaming). It holds the RFC 6455 frame layout;
+// shared by both ends kubestream has: the translator at the node (and
+// portmux's node end, reverse and UDP port-forward) and the runtime-side
+// server (cri/streaming). It holds the RFC 6455 frame layout;
 // the one parser of frame headers, Follower, which every reader of frames
 // uses (Conn's reader of a client's frames, the splice's followers of both
 // directions and its answering of a client's pings); a server connection

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
+
+	"github.com/kubestream/kubestream/portmux"
 )
 
 // acceptedHeader is where a kubestream node lists what it accepts in a
@@ -97,7 +99,11 @@ func (d *dialer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if proxy == nil {
 		proxy = http.ProxyFromEnvironment
 	}
-	wd := websocket.Dialer{TLSClientConfig: d.tls, Subprotocols: []string{d.protocol}, Proxy: proxy, HandshakeTimeout: 30 * time.Second}
+	// Buffers of a whole frame: with gorilla's 4 KiB default a 32 KiB data
+	// frame leaves as eight fragments, eight headers and writes for the
+	// node to parse, and is read in eight.
+	wd := websocket.Dialer{TLSClientConfig: d.tls, Subprotocols: []string{d.protocol}, Proxy: proxy, HandshakeTimeout: 30 * time.Second,
+		ReadBufferSize: portmux.MaxFrame, WriteBufferSize: portmux.MaxFrame}
 	conn, resp, err := wd.DialContext(req.Context(), u.String(), req.Header)
 	if err != nil {
 		if resp == nil {
