@@ -10,6 +10,40 @@
 // message is exactly one frame. It knows nothing of HTTP routing or CRI;
 // docs/port-forward-modes.md is the specification.
 //
+// Reading order, each file before the files it uses: node.go (ServeNode,
+// the node end: listeners accepted, the client's frames applied) with
+// nodeadmit.go (its caps: connection ids, associations, refusals through
+// one queue), client.go (ServeClient, the client end) with client_conn.go
+// (its local dials and UDP socket) and refused.go (a UDP peer's refusal),
+// mux.go (what both ends share: the WebSocket read and written, the
+// session's end), stream.go (one TCP connection: its window and its two
+// copiers), udp.go (one association, and the sweep of idle ones), then
+// frame.go (the frames).
+//
+// What runs back up the order: nodeadmit.go and client_conn.go hang on
+// node.go's node and client.go's client (one type's methods spread by
+// job); stream.go and udp.go hang newStream and sweep on mux.go's mux,
+// beside what they make; and mux.go's end closes every stream and
+// association, which write through the mux (a real loop: the session owns
+// its connections, and each connection's frames go out through the
+// session).
+//
+// # Concurrency
+//
+// One goroutine reads the WebSocket (readLoop, on ServeNode's or
+// ServeClient's caller) and never blocks on a local peer: data waits in
+// its connection's queue, at most a Window. Each connection has two
+// goroutines (upstream: local reads to frames within the peer's credit;
+// downstream: the queue to local writes; at the client a dial first). At
+// the node each association has one (its socket's reads) and each
+// listener two (accept, and its close at the end), beside the session's
+// watcher of ctx, sweep of idle associations and writer of refusals; at
+// the client each local UDP socket has one, beside the watcher of ctx and
+// the keepalive. All are counted in the session's WaitGroup and end with
+// it, before ServeNode or ServeClient returns. Any of them may write a
+// frame: at the node internal/wire's connection serialises them, at the
+// client a mutex.
+//
 // Who imports it: server (the node end) and cmd/kubectl-kubestream (the
 // client end); the protocol is docs/port-forward-modes.md, the Go API is
 // kubestream's own.

@@ -3,9 +3,23 @@
 
 // Package refruntime is kubestream's embedded reference container runtime: a
 // real CRI RuntimeService served over gRPC on a unix socket, whose streaming
-// server is k8s.io/cri-streaming and whose containers are host processes.
-// It lets the whole kubelet→runtime path run with nothing installed; it is
-// not an isolation boundary.
+// server is k8s.io/cri-streaming (or, with Options.WebSockets, kubestream's
+// own runtime-side server, cri/streaming) and whose containers are host
+// processes. It lets the whole kubelet→runtime path run with nothing
+// installed; it is not an isolation boundary.
+//
+// Reading order, each file before the files it uses: runtime.go (Options,
+// Runtime, Start and Stop), serve.go (the CRI socket and the streaming
+// server) with refusal.go (a v5-only offer refused as cri-streaming does,
+// without its error line), cri.go (the CRI RuntimeService's calls),
+// streams.go (exec, attach and port-forward for the streaming server),
+// container.go (a container: a host process and its output to attachers),
+// then pods.go (the pods it starts with).
+//
+// What runs back up the order: cri.go, serve.go and streams.go hang on
+// runtime.go's Runtime (one type's methods spread by job); cri.go's
+// proto, state and labels describe container.go's and runtime.go's
+// types for the CRI beside the calls that return them.
 //
 // Who imports it: kubestream serve (its embedded runtime), e2e and bench;
 // it is a test double with real processes, not a runtime to deploy.

@@ -6,6 +6,9 @@
 // share: a connection that replays bytes and one the server side of a
 // WebSocket upgrade runs over; and the pieces the port-forward tests of
 // portmux and e2e share: a server that resets on cue, and a UDP round trip.
+//
+// Reading order: wiretest.go (the in-memory connections), reset.go (the
+// resetting server), udp.go (the UDP round trip); the three share nothing.
 package wiretest
 
 import (

@@ -5,6 +5,10 @@
 // parses, the WebSocket it dials (with the kubeconfig's TLS and
 // credentials) and the client end of the session it runs (portmux). The
 // plugin's main and the e2e suite call it alike.
+//
+// Reading order: forward.go (Options, their mappings, Run), then dial.go
+// (Dial, and a node's refusal told apart from a node without the mode).
+// Nothing runs back up.
 package app
 
 import (

@@ -1,10 +1,29 @@
 // Copyright 2026 The kubestream Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package app wires kubestream serve together from kubelet-style flags: the
-// runtime (a CRI endpoint or the embedded reference runtime), the CRI
-// client, the streaming server and its TLS listener. Tests start it the way
-// the binary does.
+// Package app wires kubestream's commands together from kubelet-style
+// flags: serve (the runtime, a CRI endpoint or the embedded reference
+// runtime; the CRI client; the streaming server and its TLS listener),
+// node (the same server in front of a stock kubelet, with the kubelet's
+// own configuration, certificates and authorization) and the client
+// commands (exec, attach, port-forward through client-go). Tests start
+// each the way the binary does.
+//
+// Reading order, each file before the files it uses: serve.go
+// (ServeOptions and their flags), start.go (Start: serve's runtime,
+// server and listener; Running, what Stop undoes), node.go (NodeOptions,
+// StartNode) with nodeserve.go (node's listener, its drain and probes),
+// reuseport_linux.go and reuseport_other.go (a listener a rolling update's
+// next process can share) and kubeletconfig.go (what node reads from the
+// kubelet's configuration file), tls.go (the serving certificate and
+// client CA, reloaded as they rotate), conns.go (the one http.Server both
+// serve and node run, and its guard on idle connections), then client.go
+// (the client commands).
+//
+// What runs back up the order: node.go and nodeserve.go hang on start.go's
+// Running, which serve and node share (what each started is undone by
+// Stop); node.go and nodeserve.go read serve's defaults (NewServeOptions)
+// for what has no flag of its own on node.
 package app
 
 import (
