@@ -17,6 +17,25 @@
 // translator's own CPU and memory are visible; -inproc runs all in one.
 //
 //	go run ./bench -out bench/results.md      (make bench)
+//
+// Reading order, each file before the files it uses: main.go (flags, the
+// groups, and the child processes' entry points), run.go (the translator
+// paths started and measured, alternated) with figures.go (one
+// repetition's figures), measure.go and portforward.go (one figure over
+// one path), audit.go (kubestream with an audit log and recordings),
+// pairs.go (paired measurements and their verdict), report.go and
+// report_audit.go (results.md), runtime.go and runtime_report.go (-only
+// runtime: the runtime-side servers and the node's chain), reverse.go,
+// reverse_load.go and reverse_report.go (-only reverse: reverse and UDP
+// port-forward beside forward), then child.go (a measured process),
+// translators.go (the translators as handlers), backend.go (the runtime
+// and its in-process commands), relay.go (the byte-copying relay) and
+// stats.go (medians and rates).
+//
+// What runs back up the order: the measuring files hang on run.go's
+// results and measure.go's path (one type's methods spread by job), and
+// main.go's child entry points start what backend.go, relay.go,
+// translators.go and reverse.go serve.
 package main
 
 import (
