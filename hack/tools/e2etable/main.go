@@ -17,6 +17,11 @@
 // missing.
 //
 //	go run ./hack/tools/e2etable -dir _output/upstream-e2e -stock stock ws skew stock
+//
+// Reading order: main.go (flags, the junit reports and the counters read),
+// then table.go (the Markdown tables written from them). What runs back
+// up: table.go reads each worker's reports and counters with main.go's
+// readers, beside the table that needs them.
 package main
 
 import (

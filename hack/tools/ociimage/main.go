@@ -10,6 +10,9 @@
 //	go run ./hack/tools/ociimage -busybox /bin/busybox -name docker.io/kubestream/busybox:e2e -out busybox.tar
 //	go run ./hack/tools/ociimage -name registry.k8s.io/kube-scheduler:v1.37.2 -out s.tar \
 //		-add bin/kube-scheduler=/usr/local/bin/kube-scheduler
+//
+// Reading order: main.go (flags, the image's config, manifest, index and
+// layout), then layer.go (its one layer's tar). Nothing runs back up.
 package main
 
 import (
