@@ -63,7 +63,7 @@ type client struct {
 // returns.
 func ServeClient(ctx context.Context, ws *websocket.Conn, cfg ClientConfig) error {
 	c := &client{mux: newMux(ws, cfg.Keepalive, false, 0), cfg: cfg, peers: map[string]*assoc{}}
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		select {
@@ -72,7 +72,10 @@ func ServeClient(ctx context.Context, ws *websocket.Conn, cfg ClientConfig) erro
 		case <-c.done:
 		}
 	}()
-	go c.keepalive(0)
+	if cfg.Keepalive.PingPeriod > 0 {
+		c.wg.Add(1)
+		go c.keepalive()
+	}
 	for _, u := range cfg.UDP {
 		c.spawn(func() { c.pumpLocal(u) })
 	}

@@ -39,7 +39,7 @@
 // listener two (accept, and its close at the end), beside the session's
 // watcher of ctx, sweep of idle associations and writer of refusals; at
 // the client each local UDP socket has one, beside the watcher of ctx and
-// the keepalive. All are counted in the session's WaitGroup and end with
+// the keepalive (when pinging). All are counted in the session's WaitGroup and end with
 // it, before ServeNode or ServeClient returns. Any of them may write a
 // frame: at the node internal/wire's connection serialises them, at the
 // client a mutex.

@@ -52,8 +52,6 @@ type mux struct {
 	done  chan struct{}
 	once  sync.Once
 	err   error // why the session ended; set once, before done closes
-	// lastData is when data last moved (UnixNano), for the idle timeout.
-	lastData atomic.Int64
 	up, down atomic.Uint64 // payload bytes client→node and node→client
 	node     bool
 	// The node's charges for what a connection or association holds: a
@@ -76,7 +74,6 @@ func (m *mux) giveDescriptor() {
 // none), the client's read through gorilla.
 func newMux(ws *websocket.Conn, ka Keepalive, node bool, idle time.Duration) *mux {
 	m := &mux{ka: ka, conns: map[uint32]*stream{}, udp: map[uint32]*assoc{}, done: make(chan struct{}), node: node}
-	m.lastData.Store(time.Now().UnixNano())
 	if !node {
 		ws.SetReadLimit(MaxFrame)
 		m.ws = ws
@@ -129,14 +126,14 @@ func (m *mux) write(f Frame) error {
 	return m.ws.WriteMessage(websocket.BinaryMessage, m.wbuf)
 }
 
-// carried counts payload and marks the session busy.
+// carried counts payload. (The node's idle timeout is wire.Conn's, which
+// counts the frames itself; the client has none.)
 func (m *mux) carried(n int, fromNode bool) {
 	if fromNode {
 		m.down.Add(uint64(n))
 	} else {
 		m.up.Add(uint64(n))
 	}
-	m.lastData.Store(time.Now().UnixNano())
 }
 
 // end ends the session once: the peer is told why (an error frame, when
@@ -187,15 +184,11 @@ func (m *mux) closeAll() {
 	}
 }
 
-// keepalive pings the node and enforces the idle timeout (0: none) until
-// the session ends: the client's (the node's is wire.Conn's timer).
-func (m *mux) keepalive(idle time.Duration) {
+// keepalive pings the node every PingPeriod (> 0) until the session
+// ends: the client's (the node's is wire.Conn's timer).
+func (m *mux) keepalive() {
 	defer m.wg.Done()
-	period := m.ka.PingPeriod
-	if period <= 0 {
-		period = 5 * time.Second
-	}
-	t := time.NewTicker(period)
+	t := time.NewTicker(m.ka.PingPeriod)
 	defer t.Stop()
 	for {
 		select {
@@ -203,18 +196,12 @@ func (m *mux) keepalive(idle time.Duration) {
 			return
 		case <-t.C:
 		}
-		if idle > 0 && time.Since(time.Unix(0, m.lastData.Load())) > idle {
-			m.end(fmt.Errorf("idle timeout: no data for %s", idle), true)
+		m.wmu.Lock()
+		err := m.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(max(m.ka.WriteTimeout, time.Second)))
+		m.wmu.Unlock()
+		if err != nil {
+			m.end(fmt.Errorf("pinging the peer: %w", err), false)
 			return
-		}
-		if m.ka.PingPeriod > 0 {
-			m.wmu.Lock()
-			err := m.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(max(m.ka.WriteTimeout, time.Second)))
-			m.wmu.Unlock()
-			if err != nil {
-				m.end(fmt.Errorf("pinging the peer: %w", err), false)
-				return
-			}
 		}
 	}
 }
