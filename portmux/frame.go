@@ -39,10 +39,10 @@
 // listener two (accept, and its close at the end), beside the session's
 // watcher of ctx, sweep of idle associations and writer of refusals; at
 // the client each local UDP socket has one, beside the watcher of ctx and
-// the keepalive (when pinging). All are counted in the session's WaitGroup and end with
-// it, before ServeNode or ServeClient returns. Any of them may write a
-// frame: at the node internal/wire's connection serialises them, at the
-// client a mutex.
+// the keepalive (when pinging). All are counted in the session's
+// WaitGroup and end with it, before ServeNode or ServeClient returns. Any
+// of them may write a frame: at the node internal/wire's connection
+// serialises them, at the client a mutex.
 //
 // Who imports it: server (the node end) and cmd/kubectl-kubestream (the
 // client end); the protocol is docs/port-forward-modes.md, the Go API is

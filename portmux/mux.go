@@ -39,19 +39,19 @@ type Keepalive struct {
 // written under wmu: wire reads only a client's (masked) frames. Exactly
 // one of wc and ws is set.
 type mux struct {
-	wc    *wire.Conn
-	lim   wire.Limits // wc's
-	ws    *websocket.Conn
-	ka    Keepalive
-	wmu   sync.Mutex // ws's writes
-	wbuf  []byte     // under wmu
-	mu    sync.Mutex
-	conns map[uint32]*stream
-	udp   map[uint32]*assoc
-	wg    sync.WaitGroup
-	done  chan struct{}
-	once  sync.Once
-	err   error // why the session ended; set once, before done closes
+	wc       *wire.Conn
+	lim      wire.Limits // wc's
+	ws       *websocket.Conn
+	ka       Keepalive
+	wmu      sync.Mutex // ws's writes
+	wbuf     []byte     // under wmu
+	mu       sync.Mutex
+	conns    map[uint32]*stream
+	udp      map[uint32]*assoc
+	wg       sync.WaitGroup
+	done     chan struct{}
+	once     sync.Once
+	err      error         // why the session ended; set once, before done closes
 	up, down atomic.Uint64 // payload bytes client→node and node→client
 	node     bool
 	// The node's charges for what a connection or association holds: a
