@@ -23,7 +23,7 @@
 // credential and TLS that reach the kubelet). Nothing runs back up.
 //
 // Who imports it: kubestream node (cmd/kubestream/app). It uses server for
-// the kubelet's verbs, the Authorizer interface and Check (the kubelet's
-// authentication and authorization, shared with kubestream serve's guard),
-// nothing else.
+// the kubelet's verbs, the Authorizer interface, and Authenticate and
+// Authorize (the kubelet's authentication and authorization, shared with
+// kubestream serve's guard), nothing else.
 package frontdoor

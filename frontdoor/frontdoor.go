@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestream/kubestream/server"
@@ -121,12 +119,13 @@ func isStreaming(path string) bool {
 }
 
 // guard authenticates and authorizes r as the kubelet's filter does
-// (server.Check, with the kubelet's attributes for its path), then hands
-// it to next.
+// (server.Authenticate and Authorize, with the kubelet's attributes for
+// its path), then hands it to next.
 func (h *Handler) guard(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	_, refused := server.Check(r, h.cfg.Authenticator, h.cfg.Authorizer, func(u user.Info) []authorizer.Attributes {
-		return Attributes(h.cfg.NodeName, u, r)
-	})
+	u, refused := server.Authenticate(r, h.cfg.Authenticator)
+	if refused == nil {
+		refused = server.Authorize(r, h.cfg.Authorizer, u, Attributes(h.cfg.NodeName, u, r))
+	}
 	switch {
 	case refused == nil:
 		next.ServeHTTP(w, r)

@@ -37,52 +37,54 @@ func WebhookAuthorizer(client authorizationv1.AuthorizationV1Interface, allowTTL
 	return a, nil
 }
 
-// Refusal is a request Check refused: the status and the text the kubelet
+// Refusal is a request Authenticate or Authorize refused: the status and the text the kubelet
 // answers such a request with.
 type Refusal struct {
 	Code int
 	Msg  string
 }
 
-// Check authenticates r and authorizes it as the kubelet's filter does,
-// for kubestream serve's guard and kubestream node's front door alike:
-// 401 "Unauthorized" when authn (nil: everyone is anonymous) does not
-// know the caller; the attributes attrs gives for the caller, any one
-// allowed letting the request in; 403 when none is (or there are none);
-// 500 when the authorizer could not decide (its webhook is down), which
-// is no denial. It returns the caller, and the refusal when refused.
-func Check(r *http.Request, authn authenticator.Request, authz Authorizer,
-	attrs func(user.Info) []authorizer.Attributes) (user.Info, *Refusal) {
-	logger := klog.FromContext(r.Context())
-	u := user.Info(anonymous)
-	if authn != nil {
-		resp, ok, err := authn.AuthenticateRequest(r)
-		if err != nil || !ok {
-			logger.V(2).Info("Unauthenticated request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-			return u, &Refusal{http.StatusUnauthorized, "Unauthorized"}
-		}
-		u = resp.User
+// Authenticate and Authorize decide a request as the kubelet's filter
+// does, for kubestream serve's guard and kubestream node's front door
+// alike. Authenticate returns the caller (anonymous when authn is nil),
+// or the kubelet's 401 when authn does not know it.
+func Authenticate(r *http.Request, authn authenticator.Request) (user.Info, *Refusal) {
+	if authn == nil {
+		return anonymous, nil
 	}
-	as := attrs(u)
-	if len(as) == 0 {
-		return u, &Refusal{http.StatusForbidden, "Authorization error: could not determine attributes for request"}
+	resp, ok, err := authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		klog.FromContext(r.Context()).V(2).Info("Unauthenticated request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		return anonymous, &Refusal{http.StatusUnauthorized, "Unauthorized"}
+	}
+	return resp.User, nil
+}
+
+// Authorize lets u's request in when any one of attrs is allowed; else it
+// returns the kubelet's refusal: 403 when none is (or there are none), 500
+// when the authorizer could not decide (its webhook is down), which is no
+// denial.
+func Authorize(r *http.Request, authz Authorizer, u user.Info, attrs []authorizer.Attributes) *Refusal {
+	logger := klog.FromContext(r.Context())
+	if len(attrs) == 0 {
+		return &Refusal{http.StatusForbidden, "Authorization error: could not determine attributes for request"}
 	}
 	var subresources []string
-	for _, a := range as {
+	for _, a := range attrs {
 		subresources = append(subresources, a.GetSubresource())
 		decision, reason, err := authz.Authorize(r.Context(), a)
 		switch {
 		case decision == authorizer.DecisionAllow:
-			return u, nil
+			return nil
 		case err != nil:
 			logger.Error(err, "Authorization error", "user", u.GetName(), "verb", a.GetVerb(), "subresource", a.GetSubresource())
-			return u, &Refusal{http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
+			return &Refusal{http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
 				u.GetName(), a.GetVerb(), a.GetResource(), a.GetSubresource())}
 		case reason != "":
 			logger.V(2).Info("Denied", "user", u.GetName(), "verb", a.GetVerb(), "subresource", a.GetSubresource(), "reason", reason)
 		}
 	}
-	logger.V(2).Info("Forbidden", "user", u.GetName(), "verb", as[0].GetVerb(), "path", r.URL.Path, "subresources", subresources)
-	return u, &Refusal{http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
-		u.GetName(), as[0].GetVerb(), as[0].GetResource(), subresources)}
+	logger.V(2).Info("Forbidden", "user", u.GetName(), "verb", attrs[0].GetVerb(), "path", r.URL.Path, "subresources", subresources)
+	return &Refusal{http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)\n",
+		u.GetName(), attrs[0].GetVerb(), attrs[0].GetResource(), subresources)}
 }

@@ -20,8 +20,8 @@
 // in component-base's registry) and limits.go (the session limits) with
 // limits_unix.go and limits_other.go (the descriptor limit they default
 // from), then protocol.go (the classifier), directcache.go and auth.go
-// (Check: the kubelet's authentication and authorization, which the guard
-// and kubestream node's front door share).
+// (Authenticate and Authorize: the kubelet's authentication and
+// authorization, which the guard and kubestream node's front door share).
 //
 // What runs back up the order: every file's methods hang on Server, which
 // config.go defines with the state they share (one type's methods spread
@@ -179,17 +179,10 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 		if subresource == "proxy" && !s.cfg.StreamingVerbByMethod {
 			verb = "create"
 		}
-		u, refused := Check(r, s.cfg.Authenticator, s.cfg.Authorizer, func(u user.Info) []authorizer.Attributes {
-			if s.cfg.RequestAttributes == nil {
-				return []authorizer.Attributes{authorizer.AttributesRecord{User: u, Verb: verb, APIVersion: "v1",
-					Resource: "nodes", Subresource: subresource, Name: s.cfg.NodeName, ResourceRequest: true, Path: r.URL.Path}}
-			}
-			var attrs []authorizer.Attributes
-			for _, a := range s.cfg.RequestAttributes(r.Context(), u, r) {
-				attrs = append(attrs, withVerb{a, verb})
-			}
-			return attrs
-		})
+		u, refused := Authenticate(r, s.cfg.Authenticator)
+		if refused == nil {
+			refused = Authorize(r, s.cfg.Authorizer, u, s.attributes(r, u, verb, subresource))
+		}
 		switch {
 		case refused == nil:
 			logger := klog.FromContext(r.Context()).WithValues("user", u.GetName())
@@ -206,6 +199,21 @@ func (s *Server) guard(subresource string, next http.Handler) http.Handler {
 			ss.refuse(w, r, refused.Code, errors.New(strings.TrimSuffix(refused.Msg, "\n")))
 		}
 	})
+}
+
+// attributes is what a request to subresource is authorized as: the
+// embedder's (RequestAttributes) with kubestream's verb, or resource
+// nodes, the node's name and subresource.
+func (s *Server) attributes(r *http.Request, u user.Info, verb, subresource string) []authorizer.Attributes {
+	if s.cfg.RequestAttributes == nil {
+		return []authorizer.Attributes{authorizer.AttributesRecord{User: u, Verb: verb, APIVersion: "v1",
+			Resource: "nodes", Subresource: subresource, Name: s.cfg.NodeName, ResourceRequest: true, Path: r.URL.Path}}
+	}
+	var attrs []authorizer.Attributes
+	for _, a := range s.cfg.RequestAttributes(r.Context(), u, r) {
+		attrs = append(attrs, withVerb{a, verb})
+	}
+	return attrs
 }
 
 // withVerb is an embedder's attributes with the verb kubestream requires.
